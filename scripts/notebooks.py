@@ -1,0 +1,64 @@
+"""Execute the chapter notebooks in fresh kernels: refresh them, or time them.
+
+    python scripts/notebooks.py execute [NOTEBOOK ...]   # rewrite stored outputs
+    python scripts/notebooks.py bench   [NOTEBOOK ...]   # print seconds per notebook
+
+Both use nbclient (what ``jupyter execute`` runs) with timing metadata turned
+off, so that a re-run leaves the JSON byte-identical when nothing changed.
+Execution happens with the notebook's folder as the working directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUDGET_SECONDS = 20.0
+
+
+def run(path: pathlib.Path) -> tuple[nbformat.NotebookNode, float]:
+    """Execute one notebook top to bottom in a new kernel; return it and the seconds taken."""
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    return notebook, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["execute", "bench"])
+    parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    slow = []
+    if args.mode == "bench":
+        print(f"{'notebook':<45} {'seconds':>8}  (budget {BUDGET_SECONDS:.0f} s each)")
+    for path in paths:
+        notebook, seconds = run(path)
+        if args.mode == "execute":
+            nbformat.write(notebook, path)
+            print(f"executed {path.relative_to(ROOT) if path.is_absolute() else path} in {seconds:.1f} s")
+        else:
+            flag = "" if seconds <= BUDGET_SECONDS else "  OVER BUDGET"
+            slow += [path.name] if flag else []
+            print(f"{path.name:<45} {seconds:8.1f}{flag}")
+    if slow:
+        print(f"{len(slow)} notebook(s) over the {BUDGET_SECONDS:.0f} s budget: {', '.join(slow)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The machinery behind every exercise checker.
+
+A checker runs the reader's function on a list of cases, compares each
+result with the package's reference, and prints either one line saying all
+cases pass or the first failing case with what was expected and what came
+back. It returns True or False, so a notebook can ``assert`` on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input to try: a description, positional arguments and keyword arguments."""
+
+    description: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] | None = None
+
+
+def _to_numpy(value: Any) -> Any:
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_to_numpy(item) for item in value)
+    return value
+
+
+def _summary(value: Any) -> str:
+    array = np.asarray(value) if not isinstance(value, (tuple, list)) else None
+    if array is not None and array.dtype != object:
+        text = np.array2string(array, precision=4, suppress_small=True, threshold=20)
+        return f"{text} (shape {array.shape})"
+    return repr(value)
+
+
+def _mismatch(expected: Any, got: Any, atol: float, rtol: float) -> str | None:
+    """Return a reason if ``got`` differs from ``expected``, else None."""
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            return f"expected a {type(expected).__name__} of {len(expected)} items"
+        for index, (want, have) in enumerate(zip(expected, got)):
+            reason = _mismatch(want, have, atol, rtol)
+            if reason:
+                return f"item {index}: {reason}"
+        return None
+    try:
+        want = np.asarray(expected, dtype=np.float64)
+        have = np.asarray(got, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None if expected == got else "values differ"
+    if want.shape != have.shape:
+        return f"shape {have.shape} instead of {want.shape}"
+    if np.isnan(have).any() and not np.isnan(want).any():
+        return "contains NaN"
+    if not np.allclose(have, want, atol=atol, rtol=rtol, equal_nan=True):
+        return "values differ"
+    return None
+
+
+def run_checks(
+    name: str,
+    candidate: Callable[..., Any],
+    reference: Callable[..., Any],
+    cases: Sequence[Case],
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+) -> bool:
+    """Run ``candidate`` and ``reference`` on every case; print and return the verdict."""
+    if not callable(candidate):
+        raise TypeError(f"{name} needs a function, got {type(candidate).__name__}")
+    for number, case in enumerate(cases, start=1):
+        kwargs = case.kwargs or {}
+        expected = _to_numpy(reference(*case.args, **kwargs))
+        try:
+            got = _to_numpy(candidate(*case.args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - report any failure of the reader's code
+            print(f"✗ {name}: case {number} ({case.description}) raised "
+                  f"{type(exc).__name__}: {exc}")
+            return False
+        reason = _mismatch(expected, got, atol, rtol)
+        if reason:
+            print(f"✗ {name}: case {number} ({case.description}): {reason}\n"
+                  f"  expected: {_summary(expected)}\n  got:      {_summary(got)}")
+            return False
+    print(f"✓ {name}: all {len(cases)} cases pass")
+    return True

@@ -1,0 +1,67 @@
+"""Figures shared by the chapters: one look for every attention heatmap."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+#: Perceptually uniform and readable with the common colour-vision deficiencies.
+ATTENTION_CMAP = "viridis"
+#: Matrices up to this many rows and columns get their values written in the cells.
+ANNOTATE_MAX = 10
+
+
+def plot_attention(
+    weights: Any,
+    query_labels: Sequence[str] | None = None,
+    key_labels: Sequence[str] | None = None,
+    ax: Any | None = None,
+    annotate: bool | None = None,
+    title: str | None = None,
+    vmin: float | None = 0.0,
+    vmax: float | None = None,
+    colorbar: bool = True,
+    fmt: str = ".2f",
+) -> Any:
+    """Draw a ``(Tq, Tk)`` matrix as a heatmap: queries down, keys across.
+
+    Labels go on both axes; values are written in the cells when the matrix is
+    at most ``ANNOTATE_MAX`` on each side (or when ``annotate`` says so).
+    ``vmin`` defaults to 0 (attention weights); pass ``None`` for raw scores.
+    Returns the matplotlib ``Axes``.
+    """
+    import matplotlib.pyplot as plt
+
+    matrix = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights)
+    if matrix.ndim != 2:
+        raise ValueError(f"weights must be a 2-D (Tq, Tk) matrix, got shape {matrix.shape}")
+    matrix = matrix.astype(np.float64)
+    rows, cols = matrix.shape
+    for name, labels, size in (("query_labels", query_labels, rows), ("key_labels", key_labels, cols)):
+        if labels is not None and len(labels) != size:
+            raise ValueError(f"{name} has {len(labels)} entries but weights has shape {matrix.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.6 * cols + 2.2, 0.5 * rows + 1.4))
+    image = ax.imshow(matrix, cmap=ATTENTION_CMAP, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(cols), labels=list(key_labels) if key_labels is not None else range(cols))
+    ax.set_yticks(range(rows), labels=list(query_labels) if query_labels is not None else range(rows))
+    ax.tick_params(axis="x", labelrotation=45 if key_labels is not None else 0)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    if title:
+        ax.set_title(title)
+    if annotate is None:
+        annotate = rows <= ANNOTATE_MAX and cols <= ANNOTATE_MAX
+    if annotate:
+        low, high = image.get_clim()
+        middle = (low + high) / 2
+        for i in range(rows):
+            for j in range(cols):
+                # Dark text on the bright (yellow) end of viridis, light text elsewhere.
+                colour = "black" if matrix[i, j] > middle else "white"
+                ax.text(j, i, format(matrix[i, j], fmt), ha="center", va="center",
+                        color=colour, fontsize=8)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax

@@ -1,0 +1,36 @@
+"""Similarity between vectors: cosine similarity in numpy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._checks import as_float_array, broadcast_shapes, check_rank
+
+
+def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
+    """Pairwise cosine similarity of the rows of ``a`` and ``b``.
+
+    ``a`` is ``(..., n, d)`` and ``b`` is ``(..., m, d)``; the result is
+    ``(..., n, m)`` with entries in [-1, 1]. Each vector is divided by
+    ``max(norm, eps)``, so a zero vector has similarity 0 with everything
+    instead of NaN.
+    """
+    left = as_float_array(a, "a")
+    right = as_float_array(b, "b")
+    check_rank(left.shape, "a")
+    check_rank(right.shape, "b")
+    if left.shape[-1] != right.shape[-1]:
+        raise ValueError(
+            f"a and b must have the same feature size d: a has shape {left.shape}, "
+            f"b has shape {right.shape}"
+        )
+    broadcast_shapes(("a batch dims of", left.shape[:-2]), ("b batch dims of", right.shape[:-2]))
+    if not eps > 0:
+        raise ValueError(f"eps must be positive, got {eps}")
+    if not (np.isfinite(left).all() and np.isfinite(right).all()):
+        raise ValueError("a and b must be finite")
+    left_unit = left / np.maximum(np.linalg.norm(left, axis=-1, keepdims=True), eps)
+    right_unit = right / np.maximum(np.linalg.norm(right, axis=-1, keepdims=True), eps)
+    return np.clip(left_unit @ np.swapaxes(right_unit, -1, -2), -1.0, 1.0)

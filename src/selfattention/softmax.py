@@ -1,0 +1,49 @@
+"""Numerically stable, maskable softmax in numpy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._checks import as_bool_mask, as_float_array, check_mask_shape
+
+
+def softmax(x: Any, axis: int = -1, mask: Any | None = None) -> np.ndarray:
+    """Softmax of ``x`` along ``axis``, stable for any finite input.
+
+    The largest kept entry of each slice is subtracted before ``exp``, so no
+    entry overflows. ``mask`` is boolean and broadcastable to ``x`` with
+    True = keep; masked entries get weight exactly 0, and a slice in which
+    nothing is kept (or every entry is ``-inf``) comes back as all zeros rather
+    than NaN. float16, float32 and float64 inputs keep their dtype; integers
+    become float64.
+    """
+    scores = as_float_array(x, "x")
+    if scores.ndim == 0:
+        raise ValueError("x must have at least one dimension, got a scalar")
+    if not -scores.ndim <= axis < scores.ndim:
+        raise ValueError(f"axis {axis} is out of range for x of shape {scores.shape}")
+    if np.isposinf(scores).any():
+        raise ValueError(f"x contains +inf (shape {scores.shape}); softmax of it is undefined")
+    out_dtype = scores.dtype
+    # float16 has too little range and precision for the running sum.
+    work = scores.astype(np.float32) if out_dtype == np.float16 else scores
+
+    keep = np.isfinite(work)
+    if mask is not None:
+        mask_array = as_bool_mask(mask)
+        check_mask_shape(mask_array.shape, work.shape)
+        keep = keep & mask_array
+
+    masked = np.where(keep, work, -np.inf)
+    row_max = np.max(masked, axis=axis, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
+    # A kept entry far below the maximum may underflow to -inf here; its weight is then 0.
+    with np.errstate(over="ignore"):
+        shifted = np.where(keep, work - row_max, 0.0)
+    exps = np.where(keep, np.exp(shifted), 0.0)
+    total = np.sum(exps, axis=axis, keepdims=True)
+    weights = np.divide(exps, total, out=np.zeros_like(exps), where=total > 0)
+    return weights.astype(out_dtype, copy=False)
+

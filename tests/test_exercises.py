@@ -1,0 +1,37 @@
+"""The exercise checkers pass a right answer and catch a wrong one, naming the case."""
+
+import numpy as np
+
+from selfattention import exercises
+
+
+def test_weighted_average_checker_accepts_right_answer(capsys):
+    def right(importance, vectors):
+        return (importance / importance.sum()) @ vectors
+
+    assert exercises.check_weighted_average(right) is True
+    assert capsys.readouterr().out.startswith("✓ check_weighted_average: all 4 cases pass")
+
+
+def test_weighted_average_checker_rejects_unnormalised_answer(capsys):
+    def forgot_to_normalise(importance, vectors):
+        return importance @ vectors
+
+    assert exercises.check_weighted_average(forgot_to_normalise) is False
+    out = capsys.readouterr().out
+    assert "case 2 (equal importance gives the plain mean)" in out
+    assert "expected:" in out and "got:" in out
+
+
+def test_checker_reports_exceptions_and_wrong_shapes(capsys):
+    def crashes(importance, vectors):
+        raise RuntimeError("boom")
+
+    assert exercises.check_weighted_average(crashes) is False
+    assert "case 1 (one important token) raised RuntimeError: boom" in capsys.readouterr().out
+
+    def wrong_shape(importance, vectors):
+        return np.zeros((1, vectors.shape[1]))
+
+    assert exercises.check_weighted_average(wrong_shape) is False
+    assert "shape (1, 3) instead of (3,)" in capsys.readouterr().out
