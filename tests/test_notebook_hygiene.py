@@ -32,6 +32,8 @@ def text_of(output):
     if output.output_type == "stream":
         return output.text
     data = output.get("data", {})
+    if "image/png" in data:
+        return ""  # its text/plain twin is the figure's "<Figure size ...>" label, fixed by figsize
     return "\n".join(str(data[kind]) for kind in ("text/plain", "text/html", "text/markdown") if kind in data)
 
 
