@@ -4,7 +4,9 @@ numpy functions hold the hand math the chapters derive; torch modules hold
 the layers. Every mask in the package uses True = may attend.
 """
 
+from .catalogue import Catalogue, video_catalogue
 from .functional import scaled_dot_product_attention
+from .images import patchify, synthetic_image
 from .masks import causal_mask
 from .multi_head import MultiHeadAttention
 from .positional import sinusoidal_positional_encoding
@@ -12,16 +14,34 @@ from .self_attention import SelfAttention
 from .similarity import cosine_similarity
 from .softmax import softmax
 from .notebook import setup
+from .toy_text import (
+    VOCABULARY,
+    embedding_table,
+    position_aware_embeddings,
+    token_ids,
+    tokenize,
+    toy_embeddings,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Catalogue",
     "MultiHeadAttention",
     "SelfAttention",
     "causal_mask",
     "cosine_similarity",
+    "patchify",
     "scaled_dot_product_attention",
     "sinusoidal_positional_encoding",
     "setup",
     "softmax",
+    "VOCABULARY",
+    "embedding_table",
+    "position_aware_embeddings",
+    "token_ids",
+    "tokenize",
+    "toy_embeddings",
+    "video_catalogue",
+    "synthetic_image",
 ]
