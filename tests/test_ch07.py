@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from selfattention import exercises
-from selfattention.exercises.ch07 import _stable_softmax_cases, reference_softmax
+from selfattention.exercises.ch07 import _TOLERANCES, _stable_softmax_cases, reference_softmax
 
 
 def stable(x):
@@ -152,6 +152,33 @@ def test_reader_cannot_spoil_the_cases_by_writing_into_the_input(capsys):
     assert ok is True
 
 
+def test_tolerances_follow_the_dtype_of_each_case(capsys):
+    def off_by_half_a_thousandth_in_float16(x):
+        weights = stable(x)
+        return weights + np.float16(5e-4) if x.dtype == np.float16 else weights
+
+    ok, out, _ = verdict(off_by_half_a_thousandth_in_float16, capsys)
+    assert ok is True, out
+
+    def off_by_1e_7_in_float64(x):
+        return stable(x) + 1e-7 if x.dtype == np.float64 else stable(x)
+
+    ok, out, _ = verdict(off_by_1e_7_in_float64, capsys)
+    assert ok is False
+    assert "case 1 (one row of small scores, shape (3,)): values differ" in out
+
+
+def test_infinite_weights_are_reported_as_a_difference(capsys):
+    def with_inf(x):
+        weights = stable(x)
+        weights[..., 0] = np.inf
+        return weights
+
+    ok, out, _ = verdict(with_inf, capsys)
+    assert ok is False
+    assert "case 1 (one row of small scores, shape (3,)): values differ" in out and "inf" in out
+
+
 def test_rejects_something_that_is_not_a_function():
     with pytest.raises(TypeError, match="check_stable_softmax needs a function, got ndarray"):
         exercises.check_stable_softmax(np.zeros(3))
@@ -164,6 +191,8 @@ def test_cases_cover_huge_float32_and_float16_inputs():
     assert any(
         case.args[0].dtype == np.float32 and case.args[0].max() >= 1000 for case in cases
     )
+    for case in cases:  # each case's tolerances are those of its dtype
+        assert (case.atol, case.rtol) == _TOLERANCES[case.args[0].dtype]
     for case in cases:  # every reference answer is finite and sums to 1 along the last axis
         weights = reference_softmax(case.args[0]).astype(np.float64)
         assert np.isfinite(weights).all()

@@ -35,3 +35,25 @@ def test_checker_reports_exceptions_and_wrong_shapes(capsys):
 
     assert exercises.check_weighted_average(wrong_shape) is False
     assert "shape (1, 3) instead of (3,)" in capsys.readouterr().out
+
+
+def test_weighted_average_checker_accepts_equivalent_variants(capsys):
+    def with_np_average(importance, vectors):
+        return np.average(vectors, axis=0, weights=importance)
+
+    def with_a_loop(importance, vectors):
+        total = sum(importance)
+        return sum(weight / total * row for weight, row in zip(importance, vectors))
+
+    assert exercises.check_weighted_average(with_np_average) is True
+    assert exercises.check_weighted_average(with_a_loop) is True
+    capsys.readouterr()
+
+
+def test_weighted_average_checker_rejects_softmax_instead_of_division(capsys):
+    def uses_softmax(importance, vectors):
+        weights = np.exp(importance) / np.exp(importance).sum()
+        return weights @ vectors
+
+    assert exercises.check_weighted_average(uses_softmax) is False
+    assert "case 1 (one important token): values differ" in capsys.readouterr().out

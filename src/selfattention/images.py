@@ -2,8 +2,8 @@
 
 A vision transformer (Dosovitskiy et al., 2021) cuts an image into square
 patches and treats each flattened patch as one token. ``synthetic_image``
-makes a small RGB picture with one coloured object on a textured background,
-and ``patchify`` cuts any image into those tokens.
+makes a small RGB picture with one coloured object on a smooth background,
+both with a little pixel noise, and ``patchify`` cuts any image into those tokens.
 """
 
 from __future__ import annotations

@@ -16,11 +16,17 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Case:
-    """One input to try: a description, positional arguments and keyword arguments."""
+    """One input to try: a description, arguments, and optional tolerances.
+
+    ``atol`` and ``rtol`` override the checker's defaults for this case only,
+    e.g. looser ones for a float16 case.
+    """
 
     description: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any] | None = None
+    atol: float | None = None
+    rtol: float | None = None
 
 
 def _to_numpy(value: Any) -> Any:
@@ -83,7 +89,12 @@ def run_checks(
             print(f"✗ {name}: case {number} ({case.description}) raised "
                   f"{type(exc).__name__}: {exc}")
             return False
-        reason = _mismatch(expected, got, atol, rtol)
+        reason = _mismatch(
+            expected,
+            got,
+            atol if case.atol is None else case.atol,
+            rtol if case.rtol is None else case.rtol,
+        )
         if reason:
             print(f"✗ {name}: case {number} ({case.description}): {reason}\n"
                   f"  expected: {_summary(expected)}\n  got:      {_summary(got)}")

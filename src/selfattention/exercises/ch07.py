@@ -7,7 +7,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..softmax import softmax
-from ._runner import Case, _mismatch, _summary, _to_numpy
+from ._runner import Case, run_checks
 
 #: (atol, rtol) per input dtype. float16 keeps about three significant digits;
 #: float32 scores near 1000 carry only about 1e-4 of absolute precision, which a
@@ -24,30 +24,36 @@ def reference_softmax(x: np.ndarray) -> np.ndarray:
     return softmax(x, axis=-1)
 
 
+def _case(description: str, x: np.ndarray) -> Case:
+    """A case whose tolerances follow the dtype of its scores ``x``."""
+    atol, rtol = _TOLERANCES[x.dtype]
+    return Case(description, (x,), atol=atol, rtol=rtol)
+
+
 def _stable_softmax_cases() -> list[Case]:
     rng = np.random.default_rng(7)
     return [
-        Case("one row of small scores, shape (3,)", (np.array([1.0, 2.0, 3.0]),)),
-        Case(
+        _case("one row of small scores, shape (3,)", np.array([1.0, 2.0, 3.0])),
+        _case(
             "a (2, 3) score matrix: each row (query) must sum to 1",
-            (np.array([[1.0, 2.0, 3.0], [3.0, 0.0, -1.0]]),),
+            np.array([[1.0, 2.0, 3.0], [3.0, 0.0, -1.0]]),
         ),
-        Case("batched scores of shape (2, 3, 4)", (rng.normal(size=(2, 3, 4)),)),
-        Case(
+        _case("batched scores of shape (2, 3, 4)", rng.normal(size=(2, 3, 4))),
+        _case(
             "huge scores near 1000 in float32 (naive exp overflows to inf)",
-            (np.array([[1000.0, 999.0, 998.0]], dtype=np.float32),),
+            np.array([[1000.0, 999.0, 998.0]], dtype=np.float32),
         ),
-        Case(
+        _case(
             "float16 scores up to 12 (exp(12) overflows float16)",
-            (np.array([[12.0, 10.0, 8.0, 6.0], [0.5, -1.0, 2.0, 0.0]], dtype=np.float16),),
+            np.array([[12.0, 10.0, 8.0, 6.0], [0.5, -1.0, 2.0, 0.0]], dtype=np.float16),
         ),
-        Case(
+        _case(
             "very negative scores near -1000 (naive exp underflows to 0/0)",
-            (np.array([[-1000.0, -1001.0, -1002.0]], dtype=np.float32),),
+            np.array([[-1000.0, -1001.0, -1002.0]], dtype=np.float32),
         ),
-        Case(
+        _case(
             "rows on very different scales: subtract each row's own maximum",
-            (np.array([[1000.0, 999.0], [0.0, 1.0]], dtype=np.float32),),
+            np.array([[1000.0, 999.0], [0.0, 1.0]], dtype=np.float32),
         ),
     ]
 
@@ -58,33 +64,17 @@ def check_stable_softmax(fn: Callable[[np.ndarray], Any]) -> bool:
     ``x`` is a float array of any shape ``(..., T)``; ``fn`` must return weights
     of the same shape, each slice along the last axis summing to 1. The cases
     include huge float32 scores and float16 scores that overflow a naive
-    ``exp``. numpy's overflow warnings from ``fn`` are silenced, because the
-    checker reports the failing case itself. Prints one line (or the first
-    failing case with expected and got values) and returns True or False.
+    ``exp``; tolerances follow each case's dtype. ``fn`` gets a copy of each
+    input, and numpy's overflow warnings are silenced, because the checker
+    reports the failing case itself. Prints one line (or the first failing
+    case with expected and got values) and returns True or False.
     """
     name = "check_stable_softmax"
     if not callable(fn):
         raise TypeError(f"{name} needs a function, got {type(fn).__name__}")
-    cases = _stable_softmax_cases()
-    for number, case in enumerate(cases, start=1):
-        (x,) = case.args
-        expected = reference_softmax(x)
-        atol, rtol = _TOLERANCES[x.dtype]
-        try:
-            with np.errstate(all="ignore"):
-                got = _to_numpy(fn(x.copy()))
-        except Exception as exc:  # noqa: BLE001 - report any failure of the reader's code
-            print(f"✗ {name}: case {number} ({case.description}) raised "
-                  f"{type(exc).__name__}: {exc}")
-            return False
-        with np.errstate(all="ignore"):
-            reason = _mismatch(expected, got, atol, rtol)
-            if reason is None and not np.isfinite(np.asarray(got, dtype=np.float64)).all():
-                reason = "contains inf or NaN"
-            detail = (f"\n  expected: {_summary(expected)}\n  got:      {_summary(got)}"
-                      if reason else "")
-        if reason:
-            print(f"✗ {name}: case {number} ({case.description}): {reason}{detail}")
-            return False
-    print(f"✓ {name}: all {len(cases)} cases pass")
-    return True
+
+    def on_a_copy(x: np.ndarray) -> Any:
+        return fn(x.copy())
+
+    with np.errstate(all="ignore"):
+        return run_checks(name, on_a_copy, reference_softmax, _stable_softmax_cases())
