@@ -92,6 +92,18 @@ def test_every_figure_has_caption_name_and_meaningful_alt_text(notebook):
         assert pngs == 1, f"code cell {index} draws {pngs} figures; one figure per cell"
 
 
+MAX_CODE_LINE = 79
+
+
+def test_code_fits_the_page_without_scrolling(notebook):
+    """The site shows about 80 characters of code before a reader must scroll sideways."""
+    for index, cell in enumerate(code_cells(notebook)):
+        for line in cell.source.splitlines():
+            assert len(line) <= MAX_CODE_LINE, (
+                f"code cell {index} has a line of {len(line)} characters: {line[:60]!r}..."
+            )
+
+
 def test_chapter_anatomy(notebook):
     markdown = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     first = notebook.cells[0]
