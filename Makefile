@@ -9,9 +9,13 @@ STAMP := $(VENV)/.installed
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
 JB_STRICT := -W -n --keep-going
 PORT ?= 8000
+# Debian's Chromium drives the browser tests, `make pdf` and `make screenshot`.
+CHROMIUM := $(firstword $(wildcard /usr/bin/chromium) $(shell command -v chromium 2>/dev/null))
+# The browser tests need neither the unit tests' conftest (torch) nor nbval.
+BROWSER_PYTEST := --confcutdir=tests/browser -p no:nbval
 
 .DEFAULT_GOAL := help
-.PHONY: help setup book test test-unit test-notebooks test-book lab serve execute bench clean
+.PHONY: help setup book test test-unit test-notebooks test-book test-browser pdf screenshot lab serve execute bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -27,11 +31,15 @@ book: $(STAMP) ## Build the website into _build/html
 	$(BIN)/jupyter-book build .
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-test: test-unit test-notebooks test-book ## Run the whole suite (unit, notebooks, strict build)
+test: test-unit test-notebooks test-book ## Run the whole suite (unit, notebooks, strict build, browser)
+	@if [ -n "$(CHROMIUM)" ]; then $(MAKE) --no-print-directory test-browser; \
+	elif [ -n "$$BOOK_REQUIRE_BROWSER" ]; then \
+	  echo "Browser tests: no Chromium, and BOOK_REQUIRE_BROWSER is set (apt-get install -y chromium)"; exit 1; \
+	else echo "Browser tests skipped: no Chromium here (apt-get install -y chromium, then make test-browser)"; fi
 	@echo "make test: all checks passed"
 
 test-unit: $(STAMP) ## Unit, property and notebook-hygiene tests
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests --ignore=tests/browser
 
 test-notebooks: $(STAMP) ## Re-execute every chapter with nbval and compare outputs
 	$(BIN)/pytest $(NBVAL) chapters
@@ -39,6 +47,17 @@ test-notebooks: $(STAMP) ## Re-execute every chapter with nbval and compare outp
 test-book: $(STAMP) ## Build the site from a clean _build with warnings as errors
 	rm -rf _build
 	$(BIN)/jupyter-book build . $(JB_STRICT)
+
+test-browser: $(STAMP) ## Chromium on every page of _build/html: offline, math, images, search, axe
+	@test -f _build/html/index.html || { echo "No site yet: run 'make book' first"; exit 1; }
+	$(BIN)/pytest tests/browser $(BROWSER_PYTEST)
+
+pdf: $(STAMP) ## Print the whole book to one PDF with Chromium: _build/pdf/book.pdf
+	$(BIN)/jupyter-book build . --builder singlehtml
+	$(PY) scripts/site.py pdf
+
+screenshot: book ## Save docs/screenshot.png of chapter 1 (shown in README.md)
+	$(PY) scripts/site.py screenshot
 
 lab: $(STAMP) ## Open JupyterLab on chapters/
 	$(BIN)/jupyter lab --notebook-dir=chapters

@@ -1,0 +1,169 @@
+"""Print the book to one PDF, or take the README's screenshot, with Debian's Chromium.
+
+    python scripts/site.py pdf         # _build/singlehtml -> _build/pdf/book.pdf   (make pdf)
+    python scripts/site.py screenshot  # _build/html, chapter 1 -> docs/screenshot.png  (make screenshot)
+
+Both serve the built site on 127.0.0.1 from this process and drive
+/usr/bin/chromium (`apt-get install -y chromium`) through Playwright; no
+browser is downloaded. The PDF waits for MathJax to typeset every formula and
+for every figure to load, opens the exercise solutions, then prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import http.server
+import io
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+]
+SCREENSHOT_PAGE = "chapters/01_why_attention.html"
+SCREENSHOT_MAX_BYTES = 300_000
+
+# Let images load, MathJax finish typesetting, and fonts arrive.
+SETTLE = """async () => {
+  for (const img of document.images) img.loading = "eager";
+  await Promise.all([...document.images].map((img) => img.complete ? null :
+    new Promise((done) => { img.addEventListener("load", done); img.addEventListener("error", done); })));
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  await document.fonts.ready;
+  return {
+    formulas: document.querySelectorAll(".math").length,
+    typeset: document.querySelectorAll("mjx-container").length,
+    images: document.images.length,
+    broken: [...document.images].filter((img) => !img.naturalWidth).map((img) => img.src),
+  };
+}"""
+
+FOOTER = (
+    '<div style="font-size:8px; width:100%; text-align:center; color:#555;">'
+    '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
+)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the signature is http.server's
+        pass
+
+
+@contextlib.contextmanager
+def serve(directory: Path):
+    """Serve `directory` on 127.0.0.1 on a free port; yield the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@contextlib.contextmanager
+def chromium_page(**context_options):
+    if not Path(CHROMIUM).is_file():
+        sys.exit(f"no Chromium at {CHROMIUM}: install it with `apt-get install -y chromium`")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(**context_options)
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            # What printing needs: figures, styles, fonts and MathJax. (A single-page
+            # build has no search index, which the theme still asks for.)
+            page.on(
+                "requestfailed",
+                lambda r: errors.append(f"{r.url} {r.failure}")
+                if r.resource_type in ("image", "stylesheet", "font") or "/mathjax/" in r.url
+                else None,
+            )
+            yield page, errors
+        finally:
+            browser.close()
+
+
+def pdf(site: Path, out: Path) -> Path:
+    """Print the single-page build of the whole book to one PDF."""
+    start = next((site / name for name in ("intro.html", "index.html") if (site / name).is_file()), None)
+    if start is None:
+        sys.exit(f"no single-page build in {site}: run `jupyter-book build . --builder singlehtml`")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with serve(site) as origin, chromium_page() as (page, errors):
+        page.goto(f"{origin}/{start.name}", wait_until="load")
+        state = page.evaluate(SETTLE)
+        if state["broken"] or state["typeset"] < state["formulas"] or errors:
+            sys.exit(f"not printing a broken page: {state}, errors {errors}")
+        # The printed book shows the exercise solutions; a reader cannot click paper.
+        page.evaluate("document.querySelectorAll('details').forEach((d) => { d.open = true; })")
+        page.emulate_media(media="print")
+        page.pdf(
+            path=str(out),
+            format="A4",
+            print_background=True,
+            margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"},
+            display_header_footer=True,
+            header_template="<span></span>",
+            footer_template=FOOTER,
+        )
+    print(f"{state['typeset']} formulas typeset, {state['images']} images")
+    return out
+
+
+def screenshot(site: Path, out: Path) -> Path:
+    """Screenshot the top of chapter 1 for the README, as a PNG under 300 KB."""
+    from PIL import Image
+
+    if not (site / SCREENSHOT_PAGE).is_file():
+        sys.exit(f"no {SCREENSHOT_PAGE} in {site}: run `make book` first")
+    with serve(site) as origin, chromium_page(
+        viewport={"width": 1200, "height": 760}, color_scheme="light"
+    ) as (page, errors):
+        page.goto(f"{origin}/{SCREENSHOT_PAGE}", wait_until="load")
+        page.evaluate(SETTLE)
+        png = page.screenshot()
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    # A page is mostly flat colour: 128 colours keep it crisp at a fraction of the size.
+    image = image.quantize(colors=128, method=Image.Quantize.MEDIANCUT)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    image.save(out, optimize=True)
+    size = out.stat().st_size
+    if size > SCREENSHOT_MAX_BYTES:
+        sys.exit(f"{out} is {size} bytes, over {SCREENSHOT_MAX_BYTES}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["pdf", "screenshot"])
+    parser.add_argument("--site", type=Path, help="the built site (default: _build/singlehtml or _build/html)")
+    parser.add_argument("--out", type=Path, help="the output file")
+    args = parser.parse_args(argv)
+    if args.mode == "pdf":
+        out = pdf(args.site or ROOT / "_build" / "singlehtml", args.out or ROOT / "_build" / "pdf" / "book.pdf")
+        print(f"The PDF is at {out.resolve()}")
+    else:
+        out = screenshot(args.site or ROOT / "_build" / "html", args.out or ROOT / "docs" / "screenshot.png")
+        print(f"Screenshot saved to {out.resolve()} ({out.stat().st_size // 1000} KB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
