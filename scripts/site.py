@@ -13,65 +13,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import http.server
 import io
-import shutil
 import sys
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-]
+# The browser plumbing (Chromium's path and flags, serving, settling a page) is
+# shared with the browser tests.
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+from book_site import CHROMIUM, CHROMIUM_ARGS, SETTLE, serve  # noqa: E402
+
 SCREENSHOT_PAGE = "chapters/01_why_attention.html"
 SCREENSHOT_MAX_BYTES = 300_000
-
-# Let images load, MathJax finish typesetting, and fonts arrive.
-SETTLE = """async () => {
-  for (const img of document.images) img.loading = "eager";
-  await Promise.all([...document.images].map((img) => img.complete ? null :
-    new Promise((done) => { img.addEventListener("load", done); img.addEventListener("error", done); })));
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
-  await document.fonts.ready;
-  return {
-    formulas: document.querySelectorAll(".math").length,
-    typeset: document.querySelectorAll("mjx-container").length,
-    images: document.images.length,
-    broken: [...document.images].filter((img) => !img.naturalWidth).map((img) => img.src),
-  };
-}"""
 
 FOOTER = (
     '<div style="font-size:8px; width:100%; text-align:center; color:#555;">'
     '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
 )
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the signature is http.server's
-        pass
-
-
-@contextlib.contextmanager
-def serve(directory: Path):
-    """Serve `directory` on 127.0.0.1 on a free port; yield the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @contextlib.contextmanager

@@ -1,7 +1,14 @@
-"""Where the site and the browser are: shared by conftest.py and the tests."""
+"""Where the site and the browser are, and how to serve and settle a page.
 
+Shared by conftest.py, the tests and scripts/site.py (make pdf, make screenshot).
+"""
+
+import contextlib
+import functools
+import http.server
 import os
 import shutil
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +25,40 @@ CHROMIUM_ARGS = [
     # by mistake; the tests still see (and fail on) any such request.
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 ]
+
+# Let images load, MathJax finish typesetting and fonts arrive; report what is there.
+SETTLE = """async () => {
+  for (const img of document.images) img.loading = "eager";
+  await Promise.all([...document.images].map((img) => img.complete ? null :
+    new Promise((done) => { img.addEventListener("load", done); img.addEventListener("error", done); })));
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  await document.fonts.ready;
+  return {
+    formulas: document.querySelectorAll(".math").length,
+    typeset: document.querySelectorAll("mjx-container").length,
+    images: document.images.length,
+    broken: [...document.images].filter((img) => !img.naturalWidth).map((img) => img.src),
+  };
+}"""
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the signature is http.server's
+        pass
+
+
+@contextlib.contextmanager
+def serve(directory: Path):
+    """Serve ``directory`` on 127.0.0.1 on a free port, from a thread; yield the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
 
 #: Filled by the accessibility tests, printed at the end of the run by conftest.py.
 AXE_REPORT: dict[str, dict] = {}

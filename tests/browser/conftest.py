@@ -12,16 +12,13 @@ assert on those facts, so the suite stays around a minute on two cores.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
-import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from book_site import AXE_REPORT, CHROMIUM, CHROMIUM_ARGS, SITE
+from book_site import AXE_REPORT, CHROMIUM, CHROMIUM_ARGS, SITE, serve
 
 
 def pytest_collection_modifyitems(config, items):
@@ -58,21 +55,11 @@ def site() -> Path:
     return SITE
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the signature is http.server's
-        pass
-
-
 @pytest.fixture(scope="session")
 def server(site):
     """Serve the site on 127.0.0.1, on a free port, from a thread of this process."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve(site) as origin:
+        yield origin
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from functools import cache
 import pytest
 import yaml
 
-from book_site import AXE_REPORT, ROOT, SITE
+from book_site import AXE_REPORT, ROOT, SETTLE, SITE
 
 # --- what the site should contain ---------------------------------------------
 
@@ -128,14 +128,6 @@ COLLECT = """() => {
     unresolvedTerms: [...document.querySelectorAll(".std-term")].filter((e) => !e.closest("a")).map((e) => e.textContent),
     termLinks: [...document.querySelectorAll("a .std-term")].map((e) => e.closest("a").href),
   };
-}"""
-
-SETTLE = """async () => {
-  for (const img of document.images) img.loading = "eager";
-  await Promise.all([...document.images].map((img) => img.complete ? null :
-    new Promise((done) => { img.addEventListener("load", done); img.addEventListener("error", done); })));
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
-  await document.fonts.ready;
 }"""
 
 AXE_RUN = """async ([context, options]) => {
