@@ -52,6 +52,8 @@ def run(path: pathlib.Path) -> tuple[nbformat.NotebookNode, float]:
         timeout=600,
         kernel_name="python3",
         record_timing=False,
+        # The kernel warns on stderr that it talks over local TCP; that is expected here.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
         resources={"metadata": {"path": str(path.parent)}},
     )
     start = time.perf_counter()
