@@ -57,3 +57,22 @@ def test_weighted_average_checker_rejects_softmax_instead_of_division(capsys):
 
     assert exercises.check_weighted_average(uses_softmax) is False
     assert "case 1 (one important token): values differ" in capsys.readouterr().out
+
+
+def test_run_checks_gives_the_reader_copies_and_silences_numpy_warnings(capsys):
+    importance = np.array([1.0, 3.0])
+    vectors = np.eye(2)
+    cases = [exercises.Case("in-place edits and an overflow", (importance, vectors))]
+
+    def edits_in_place_and_overflows(weights, rows):
+        weights *= 1e308
+        weights *= 10.0  # overflows to inf: a RuntimeWarning unless silenced
+        return weights @ rows
+
+    def reference(weights, rows):
+        return (weights / weights.sum()) @ rows
+
+    # pytest turns RuntimeWarning into an error here, so a leak would raise.
+    assert exercises.run_checks("demo", edits_in_place_and_overflows, reference, cases) is False
+    assert "case 1 (in-place edits and an overflow): contains NaN" in capsys.readouterr().out
+    np.testing.assert_array_equal(importance, [1.0, 3.0])  # the case's own input is untouched
