@@ -127,6 +127,9 @@ COLLECT = """() => {
     download: path(document.querySelector("a.btn-download-source-button")),
     unresolvedTerms: [...document.querySelectorAll(".std-term")].filter((e) => !e.closest("a")).map((e) => e.textContent),
     termLinks: [...document.querySelectorAll("a .std-term")].map((e) => e.closest("a").href),
+    wideCode: [...document.querySelectorAll(".cell_input pre, .cell_output pre")]
+      .filter((pre) => pre.scrollWidth > pre.clientWidth + 1)
+      .map((pre) => pre.textContent.split("\\n").reduce((a, b) => (b.length > a.length ? b : a), "")),
   };
 }"""
 
@@ -279,6 +282,12 @@ def test_images_load_and_say_what_they_show(page_facts):
             f"{page}: image {name} has vague alt text {alt!r}"
         )
         assert not re.search(r"\.(png|jpe?g|svg|gif)\b", alt, re.I), f"{page}: alt text is a file name: {alt!r}"
+
+
+def test_code_cells_fit_without_sideways_scrolling(page_facts):
+    """At the tab's 1280px width, no code cell or printed output needs a scrollbar."""
+    facts, page = page_facts
+    assert not facts.wideCode, f"{page}: code wider than the column, e.g. {facts.wideCode[0][:70]!r}"
 
 
 def test_sidebar_lists_every_chapter(page_facts):

@@ -40,7 +40,7 @@ def _stable_softmax_cases() -> list[Case]:
         ),
         _case("batched scores of shape (2, 3, 4)", rng.normal(size=(2, 3, 4))),
         _case(
-            "float32 scores near 1000, where naive exp overflows",
+            "float32 scores near 1000",
             np.array([[1000.0, 999.0, 998.0]], dtype=np.float32),
         ),
         _case(
