@@ -103,6 +103,7 @@ def test_synthetic_image_without_noise_is_exactly_the_object_colour():
         (dict(size=8, object_box=(0, 0, 4, 9)), ValueError, r"\(0, 0, 4, 9\) must satisfy"),
         (dict(size=8, object_box=(-1, 0, 4, 4)), ValueError, r"must satisfy"),
         (dict(size=8, object_box=(0, 0, 4, 4), seed=1.5), TypeError, r"seed must be an int, got float"),
+        (dict(size=8, object_box=(0, 0, 4, 4), seed=-1), ValueError, r"seed must be non-negative, got -1"),
         (dict(size=8, object_box=(0, 0, 4, 4), noise=-0.1), ValueError, r"noise must be a finite number >= 0"),
         (dict(size=8, object_box=(0, 0, 4, 4), noise="a"), TypeError, r"noise must be a number, got str"),
     ],

@@ -32,8 +32,7 @@ def synthetic_image(
     boolean ``(size, size)`` array, True on the object's pixels.
     """
     size = check_positive_int(size, "size")
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = check_positive_int(seed, "seed", allow_zero=True)
     if isinstance(noise, (bool, np.bool_)) or not isinstance(noise, (int, float, np.floating, np.integer)):
         raise TypeError(f"noise must be a number, got {type(noise).__name__}")
     if not (np.isfinite(noise) and noise >= 0):
