@@ -7,7 +7,8 @@ the layers. Every mask in the package uses True = may attend.
 from .catalogue import Catalogue, video_catalogue
 from .functional import scaled_dot_product_attention
 from .images import patchify, synthetic_image
-from .masks import causal_mask
+from .kv_cache import KVCache
+from .masks import causal_mask, padding_mask
 from .multi_head import MultiHeadAttention
 from .positional import sinusoidal_positional_encoding
 from .self_attention import SelfAttention
@@ -27,9 +28,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Catalogue",
+    "KVCache",
     "MultiHeadAttention",
     "SelfAttention",
     "causal_mask",
+    "padding_mask",
     "cosine_similarity",
     "patchify",
     "scaled_dot_product_attention",

@@ -2,6 +2,8 @@
 
 Written out by hand (no call to PyTorch's fused kernel) because the book
 teaches it; the tests compare it with ``F.scaled_dot_product_attention``.
+This module is also the one home of the torch side's input checks and of its
+masked softmax (the numpy side's is ``selfattention.softmax``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 import torch
 
 from ._checks import check_mask_shape
+from .masks import causal_mask
 
 
 def check_float_tensor(tensor: object, name: str) -> torch.Tensor:
@@ -22,13 +25,43 @@ def check_float_tensor(tensor: object, name: str) -> torch.Tensor:
     return tensor
 
 
+def check_model_input(
+    tensor: object, name: str, d_model: int, ranks: tuple[int, ...] = (3,)
+) -> torch.Tensor:
+    """Validate a module input: a float tensor of an allowed rank whose last axis is ``d_model``.
+
+    The message names the argument, the shapes the module accepts and the
+    shape it got, e.g. ``x must have shape (B, T, d_model) or (T, d_model),
+    got (8,)``.
+    """
+    tensor = check_float_tensor(tensor, name)
+    if tensor.dim() not in ranks:
+        expected = " or ".join(
+            {3: "(B, T, d_model)", 2: "(T, d_model)"}.get(rank, f"{rank}-D") for rank in ranks
+        )
+        raise ValueError(f"{name} must have shape {expected}, got {tuple(tensor.shape)}")
+    if tensor.shape[-1] != d_model:
+        raise ValueError(
+            f"{name} has feature size {tensor.shape[-1]} but the module has "
+            f"d_model={d_model} ({name} shape {tuple(tensor.shape)})"
+        )
+    return tensor
+
+
 def combine_masks(
     mask: torch.Tensor | None,
     causal: bool,
     score_shape: tuple[int, ...],
     device: torch.device,
+    align: str = "top-left",
 ) -> torch.Tensor | None:
-    """Validate ``mask`` (True = may attend) and fold in the causal mask."""
+    """Validate ``mask`` (True = may attend) and fold in the causal mask.
+
+    ``mask`` must broadcast to ``score_shape = (..., T_q, T_k)``. With
+    ``causal=True`` the triangle comes from ``masks.causal_mask(T_q, T_k,
+    align)``. Returns a boolean tensor broadcastable to ``score_shape``, or
+    None when nothing is masked.
+    """
     keep = None
     if mask is not None:
         if not isinstance(mask, torch.Tensor):
@@ -42,9 +75,24 @@ def combine_masks(
         keep = mask.to(device)
     if causal:
         t_q, t_k = score_shape[-2:]
-        lower = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()
-        keep = lower if keep is None else keep & lower
+        triangle = torch.from_numpy(causal_mask(t_q, t_k, align=align)).to(device)
+        keep = triangle if keep is None else keep & triangle
     return keep
+
+
+def masked_softmax(scores: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """Softmax over the last axis, with masked entries getting weight exactly 0.
+
+    ``keep`` is boolean and broadcastable to ``scores``, True = may attend. A
+    row with nothing kept gets zero weights, with no NaN in the values or the
+    gradients: the masked scores are filled with the dtype's most negative
+    finite number (not ``-inf``), and multiplying by ``keep`` afterwards turns
+    the resulting uniform row into zeros.
+    """
+    if keep is None:
+        return torch.softmax(scores, dim=-1)
+    scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1) * keep
 
 
 def attend(
@@ -57,22 +105,16 @@ def attend(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``softmax(Q K^T / sqrt(d_k)) V`` for already-validated tensors.
 
-    ``query (..., Tq, d_k)``, ``key (..., Tk, d_k)``, ``value (..., Tk, d_v)``;
-    ``keep`` is a boolean mask broadcastable to ``(..., Tq, Tk)``. Returns the
-    output ``(..., Tq, d_v)`` and the weights ``(..., Tq, Tk)`` that produced it.
+    ``query (..., T_q, d_k)``, ``key (..., T_k, d_k)``, ``value (..., T_k, d_v)``;
+    ``keep`` is a boolean mask broadcastable to ``(..., T_q, T_k)``. Returns the
+    output ``(..., T_q, d_v)`` and the weights ``(..., T_q, T_k)`` that produced it.
     Rows with nothing to attend to get zero weights, without NaN in the values
-    or the gradients. With dropout, the returned weights are the dropped-out
-    ones, whose rows no longer sum to 1.
+    or the gradients. With dropout in training mode, the returned weights are
+    the dropped-out ones, whose rows no longer sum to 1.
     """
     d_k = query.shape[-1]
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., Tq, Tk)
-    if keep is not None:
-        # A finite fill keeps fully masked rows free of NaN; the product with
-        # ``keep`` afterwards sets their (uniform) weights to exactly zero.
-        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1)
-    if keep is not None:
-        weights = weights * keep
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
+    weights = masked_softmax(scores, keep)
     if dropout > 0.0 and training:
         weights = torch.nn.functional.dropout(weights, p=dropout, training=True)
     return weights @ value, weights

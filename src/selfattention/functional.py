@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ._checks import as_bool_mask, as_float_array, check_attention_shapes, check_mask_shape
+from .masks import causal_mask
 from .softmax import softmax
 
 
@@ -52,9 +53,15 @@ def scaled_dot_product_attention(
         check_mask_shape(mask_array.shape, score_shape)
         keep = keep & mask_array
     if causal:
-        keep = keep & np.tril(np.ones((t_q, t_k), dtype=bool))
+        keep = keep & causal_mask(t_q, t_k)
 
-    scores = (q @ np.swapaxes(k, -1, -2)) * scale  # (..., Tq, Tk)
+    with np.errstate(over="ignore"):
+        scores = (q @ np.swapaxes(k, -1, -2)) * scale  # (..., Tq, Tk)
+    if not np.isfinite(scores).all():
+        raise ValueError(
+            f"the scores Q K^T * scale overflow {scores.dtype} (query {q.shape}, "
+            f"key {k.shape}, scale {scale}); rescale the inputs or compute in float64"
+        )
     scores = np.broadcast_to(scores, score_shape)
     weights = softmax(scores, axis=-1, mask=np.broadcast_to(keep, score_shape))
     output = weights @ v  # (..., Tq, d_v)

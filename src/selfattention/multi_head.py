@@ -1,4 +1,4 @@
-"""Multi-head attention as a torch module (chapter 9 builds it)."""
+"""Multi-head and grouped-query attention as a torch module (chapter 9 builds it, chapter 10 adds masks and the cache)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,52 @@ import torch
 from torch import nn
 
 from ._checks import check_positive_int
-from .attention_torch import attend, check_float_tensor, combine_masks
+from .attention_torch import attend, check_model_input, combine_masks
+from .kv_cache import KVCache
 
 
 class MultiHeadAttention(nn.Module):
-    """``num_heads`` attention heads of size ``d_model // num_heads`` in parallel.
+    """``num_heads`` attention heads of size ``head_dim = d_model // num_heads`` in parallel.
 
-    ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj`` each map
-    ``d_model -> d_model``. Inputs are batch-first.
+    ``q_proj`` and ``out_proj`` map ``d_model -> d_model``; ``k_proj`` and
+    ``v_proj`` map ``d_model -> num_kv_heads * head_dim``. With
+    ``num_kv_heads < num_heads`` (grouped-query attention; 1 is multi-query
+    attention) each key/value head serves ``num_heads // num_kv_heads``
+    consecutive query heads: query head ``i`` reads key/value head
+    ``i // (num_heads // num_kv_heads)``, the layout of
+    ``F.scaled_dot_product_attention(..., enable_gqa=True)``. Inputs are
+    batch-first, ``(B, T, d_model)``.
+
+    Parameters
+    ----------
+    d_model : int
+        Model width; divisible by ``num_heads``.
+    num_heads : int
+        Number of query heads ``h``.
+    bias : bool
+        Whether the four linear layers have biases.
+    dropout : float
+        Dropout on the attention weights, in training mode only, in [0, 1).
+    num_kv_heads : int, optional
+        Number of key/value heads; defaults to ``num_heads`` and must divide it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> attention = MultiHeadAttention(d_model=8, num_heads=4, num_kv_heads=2)
+    >>> output, weights = attention(torch.randn(2, 5, 8))
+    >>> tuple(output.shape), tuple(weights.shape), attention.k_proj.out_features
+    ((2, 5, 8), (2, 4, 5, 5), 4)
     """
 
     def __init__(
-        self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0
+        self,
+        d_model: int,
+        num_heads: int,
+        bias: bool = True,
+        dropout: float = 0.0,
+        num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
         self.d_model = check_positive_int(d_model, "d_model")
@@ -26,33 +60,35 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"d_model={d_model} is not divisible by num_heads={num_heads}"
             )
+        self.num_kv_heads = check_positive_int(
+            num_heads if num_kv_heads is None else num_kv_heads, "num_kv_heads"
+        )
+        if num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads={self.num_kv_heads} must divide num_heads={num_heads}"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.head_dim = d_model // num_heads
         self.dropout = float(dropout)
+        kv_width = self.num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
+        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def _check_input(self, tensor: torch.Tensor, name: str) -> None:
-        check_float_tensor(tensor, name)
-        if tensor.dim() != 3:
-            raise ValueError(f"{name} must have shape (B, T, d_model), got {tuple(tensor.shape)}")
-        if tensor.shape[-1] != self.d_model:
-            raise ValueError(
-                f"{name} has feature size {tensor.shape[-1]} but the module has "
-                f"d_model={self.d_model} ({name} shape {tuple(tensor.shape)})"
-            )
+    def split_heads(self, x: torch.Tensor, num_heads: int | None = None) -> torch.Tensor:
+        """``(B, T, num_heads * head_dim) -> (B, num_heads, T, head_dim)`` with view + transpose.
 
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, T, d_model) -> (B, num_heads, T, head_dim)`` with view + transpose.
-
-        A bare ``view(B, num_heads, T, head_dim)`` would mix positions and
-        features; the transpose keeps each token's features together.
+        ``num_heads`` defaults to the module's query heads; pass
+        ``self.num_kv_heads`` for keys and values. A bare
+        ``view(B, num_heads, T, head_dim)`` would run too, but would mix
+        positions and features; the transpose keeps each token's features
+        together.
         """
+        heads = self.num_heads if num_heads is None else num_heads
         batch, length, _ = x.shape
-        return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+        return x.view(batch, length, heads, self.head_dim).transpose(1, 2)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, num_heads, T, head_dim) -> (B, T, d_model)``, the inverse of ``split_heads``."""
@@ -66,20 +102,30 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         causal: bool = False,
+        cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attend from ``query (B, Tq, d_model)`` to ``key``/``value (B, Tk, d_model)``.
+        """Attend from ``query (B, T_q, d_model)`` to ``key``/``value (B, T_k, d_model)``.
 
-        ``key`` and ``value`` default to ``query`` (self-attention). ``mask`` is
-        boolean, broadcastable to ``(B, num_heads, Tq, Tk)``, True = may attend.
-        Returns ``output (B, Tq, d_model)`` and per-head ``weights
-        (B, num_heads, Tq, Tk)``. In training mode with dropout the weights are
-        the dropped-out ones, and their rows no longer sum to 1.
+        ``key`` defaults to ``query`` (self-attention) and ``value`` to
+        ``key``. ``mask`` is boolean, broadcastable to ``(B, num_heads, T_q,
+        T_k)``, True = may attend; a key padding mask ``(B, T_k)`` goes in as
+        ``mask[:, None, None, :]``. ``causal=True`` adds the causal triangle.
+
+        With a ``cache`` (a :class:`selfattention.KVCache`), this call's keys
+        and values are appended to it and the queries attend to everything
+        cached, so ``T_k`` is the cached length; ``causal=True`` then aligns
+        the queries with the *end* of the keys (bottom-right), as decoding
+        needs. Without a cache the causal triangle is top-left aligned, like
+        PyTorch's ``is_causal``.
+
+        Returns ``output (B, T_q, d_model)`` and per-head ``weights
+        (B, num_heads, T_q, T_k)``. In training mode with dropout the weights
+        are the dropped-out ones, and their rows no longer sum to 1.
         """
         key = query if key is None else key
         value = key if value is None else value
-        self._check_input(query, "query")
-        self._check_input(key, "key")
-        self._check_input(value, "value")
+        for name, tensor in (("query", query), ("key", key), ("value", value)):
+            check_model_input(tensor, name, self.d_model)
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(
                 f"key and value must have the same batch size and length: key has shape "
@@ -90,12 +136,23 @@ class MultiHeadAttention(nn.Module):
                 f"query and key must have the same batch size: query has shape "
                 f"{tuple(query.shape)}, key has shape {tuple(key.shape)}"
             )
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
         batch, t_q, _ = query.shape
-        t_k = key.shape[1]
-        keep = combine_masks(mask, causal, (batch, self.num_heads, t_q, t_k), query.device)
-        q = self.split_heads(self.q_proj(query))  # (B, H, Tq, head_dim)
-        k = self.split_heads(self.k_proj(key))  # (B, H, Tk, head_dim)
-        v = self.split_heads(self.v_proj(value))  # (B, H, Tk, head_dim)
+        q = self.split_heads(self.q_proj(query))  # (B, h, T_q, head_dim)
+        k = self.split_heads(self.k_proj(key), self.num_kv_heads)  # (B, h_kv, T, head_dim)
+        v = self.split_heads(self.v_proj(value), self.num_kv_heads)  # (B, h_kv, T, head_dim)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, h_kv, T_k, head_dim), T_k = cached length
+        t_k = k.shape[-2]
+        align = "bottom-right" if cache is not None else "top-left"
+        keep = combine_masks(
+            mask, causal, (batch, self.num_heads, t_q, t_k), query.device, align=align
+        )
+        groups = self.num_heads // self.num_kv_heads
+        if groups > 1:
+            k = k.repeat_interleave(groups, dim=1)  # (B, h, T_k, head_dim)
+            v = v.repeat_interleave(groups, dim=1)  # (B, h, T_k, head_dim)
         context, weights = attend(q, k, v, keep, self.dropout, self.training)
         return self.out_proj(self.merge_heads(context)), weights
 
@@ -105,17 +162,44 @@ class MultiHeadAttention(nn.Module):
 
         PyTorch packs the three input projections into one ``in_proj_weight``
         of shape ``(3 * d_model, d_model)``; it is split into ``q_proj``,
-        ``k_proj`` and ``v_proj`` in that order. Only the plain configuration
-        is supported (same kdim/vdim as embed_dim, no bias_k/bias_v, no
-        zero attention). Note that ``nn.MultiheadAttention`` masks with
-        True = blocked, the opposite of this module.
+        ``k_proj`` and ``v_proj`` in that order. The copy gives the same
+        outputs, and the same per-head weights as PyTorch's
+        ``need_weights=True, average_attn_weights=False``. Note that
+        ``nn.MultiheadAttention`` masks with True = blocked, the opposite of
+        this module.
+
+        Raises
+        ------
+        TypeError
+            If ``module`` is not an ``nn.MultiheadAttention``.
+        ValueError
+            For a configuration this module cannot mirror: ``batch_first=False``
+            (PyTorch's default, sequence-first), ``kdim``/``vdim`` different
+            from ``embed_dim``, ``add_bias_kv=True`` or ``add_zero_attn=True``.
+
+        Examples
+        --------
+        >>> from torch import nn
+        >>> reference = nn.MultiheadAttention(8, 2, batch_first=True)
+        >>> MultiHeadAttention.from_torch(reference).num_heads
+        2
         """
         if not isinstance(module, nn.MultiheadAttention):
-            raise TypeError(f"module must be a torch.nn.MultiheadAttention, got {type(module).__name__}")
+            raise TypeError(
+                f"module must be a torch.nn.MultiheadAttention, got {type(module).__name__}"
+            )
         if not module._qkv_same_embed_dim:
-            raise ValueError("module has kdim/vdim different from embed_dim; not supported")
+            raise ValueError(
+                f"module has kdim={module.kdim}, vdim={module.vdim} different from "
+                f"embed_dim={module.embed_dim}; not supported"
+            )
         if module.bias_k is not None or module.add_zero_attn:
             raise ValueError("module uses add_bias_kv or add_zero_attn; not supported")
+        if not module.batch_first:
+            raise ValueError(
+                "module has batch_first=False: it reads (T, B, d_model) while this "
+                "module reads (B, T, d_model); build it with batch_first=True"
+            )
         has_bias = module.in_proj_bias is not None
         copy = cls(module.embed_dim, module.num_heads, bias=has_bias, dropout=module.dropout)
         weight = module.in_proj_weight

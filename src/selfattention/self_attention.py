@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ._checks import check_positive_int
-from .attention_torch import attend, check_float_tensor, combine_masks
+from .attention_torch import attend, check_model_input, combine_masks
 
 
 class SelfAttention(nn.Module):
@@ -38,14 +38,7 @@ class SelfAttention(nn.Module):
         True = may attend. Returns ``output`` shaped like ``x`` and
         ``weights`` of shape ``(B, T, T)`` (or ``(T, T)``).
         """
-        check_float_tensor(x, "x")
-        if x.dim() not in (2, 3):
-            raise ValueError(f"x must have shape (B, T, d_model) or (T, d_model), got {tuple(x.shape)}")
-        if x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x has feature size {x.shape[-1]} but the module has d_model={self.d_model} "
-                f"(x shape {tuple(x.shape)})"
-            )
+        check_model_input(x, "x", self.d_model, ranks=(3, 2))
         t = x.shape[-2]
         keep = combine_masks(mask, causal, tuple(x.shape[:-2]) + (t, t), x.device)
         query = self.q_proj(x)  # (..., T, d_k)

@@ -1,7 +1,8 @@
 """A tiny fixed vocabulary and toy embeddings for the book's example sentences.
 
 Chapter 5 introduces "Hi, how are you?" and chapters 7, 8 and 10 reuse it;
-chapter 10 answers with "I am fine". Chapter 5 also uses "The animal didn't
+chapter 8 batches it with the answer "I am fine", and chapter 10 lets the two
+sentences attend to each other. Chapter 5 also uses "The animal didn't
 cross the street because it was too tired." Every word of these sentences is
 in ``VOCABULARY``; anything else is rejected with a ``ValueError`` naming it.
 

@@ -1,0 +1,101 @@
+"""A key/value cache for decoding one token at a time (chapter 10 builds it)."""
+
+from __future__ import annotations
+
+import torch
+
+from .attention_torch import check_float_tensor
+
+
+class KVCache:
+    """The keys and values one attention layer has seen so far.
+
+    A decoder that generates token ``t`` needs the keys and values of tokens
+    ``0 .. t``. Those of the earlier tokens do not change, so instead of
+    recomputing them at every step the layer stores them here and appends the
+    new token's. Pass one ``KVCache()`` per attention layer as the ``cache``
+    argument of :class:`selfattention.MultiHeadAttention`.
+
+    Tensors are stored per key/value head, ``(B, num_kv_heads, T_cached,
+    head_dim)``, before any sharing across query heads, so grouped-query and
+    multi-query attention cache less. The cache keeps whatever it is given
+    (including its autograd history); decode under ``torch.no_grad()``.
+
+    Attributes
+    ----------
+    key, value : torch.Tensor or None
+        Everything cached so far, ``(B, num_kv_heads, T_cached, head_dim)``;
+        None before the first ``append``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> cache = KVCache()
+    >>> keys, values = cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    >>> keys, values = cache.append(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))
+    >>> len(cache), tuple(keys.shape), cache.nbytes
+    (4, (1, 2, 4, 4), 256)
+    """
+
+    def __init__(self) -> None:
+        self.key: torch.Tensor | None = None
+        self.value: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        """The number of cached positions, ``T_cached``."""
+        return 0 if self.key is None else self.key.shape[-2]
+
+    def __repr__(self) -> str:
+        shape = None if self.key is None else tuple(self.key.shape)
+        return f"KVCache(length={len(self)}, key shape={shape})"
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the cached keys and values, in bytes."""
+        if self.key is None or self.value is None:
+            return 0
+        return sum(t.numel() * t.element_size() for t in (self.key, self.value))
+
+    def reset(self) -> None:
+        """Forget everything (start a new sequence)."""
+        self.key = None
+        self.value = None
+
+    def append(
+        self, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``key`` and ``value`` ``(B, num_kv_heads, T_new, head_dim)`` at the end.
+
+        Returns all the cached keys and values, ``(B, num_kv_heads,
+        T_cached + T_new, head_dim)``. Raises ``ValueError`` when the batch
+        size, number of heads, head size or dtype differ from what is cached.
+        """
+        check_float_tensor(key, "key")
+        check_float_tensor(value, "value")
+        for name, tensor in (("key", key), ("value", value)):
+            if tensor.dim() != 4:
+                raise ValueError(
+                    f"{name} must have shape (B, num_kv_heads, T, head_dim), "
+                    f"got {tuple(tensor.shape)}"
+                )
+        if key.shape[:3] != value.shape[:3]:
+            raise ValueError(
+                f"key and value must agree on (B, num_kv_heads, T): key has shape "
+                f"{tuple(key.shape)}, value has shape {tuple(value.shape)}"
+            )
+        if self.key is None or self.value is None:
+            self.key, self.value = key, value
+            return key, value
+        for name, new, old in (("key", key, self.key), ("value", value, self.value)):
+            if new.shape[:2] != old.shape[:2] or new.shape[-1] != old.shape[-1]:
+                raise ValueError(
+                    f"{name} of shape {tuple(new.shape)} does not fit the cache, which "
+                    f"holds {tuple(old.shape)}; (B, num_kv_heads, head_dim) must match"
+                )
+            if new.dtype != old.dtype:
+                raise ValueError(
+                    f"{name} has dtype {new.dtype} but the cache holds {old.dtype}"
+                )
+        self.key = torch.cat([self.key, key], dim=-2)
+        self.value = torch.cat([self.value, value], dim=-2)
+        return self.key, self.value

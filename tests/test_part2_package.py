@@ -1,0 +1,246 @@
+"""Part II's package additions against PyTorch: grouped-query attention, the
+key/value cache, causal alignment and padding masks."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+from torch.nn.attention.bias import causal_lower_right, causal_upper_left
+
+from selfattention import (
+    KVCache,
+    MultiHeadAttention,
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+)
+
+ATOL = 1e-10
+
+
+@pytest.fixture(autouse=True)
+def float64_and_seed():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    torch.manual_seed(0)
+    yield
+    torch.set_default_dtype(previous)
+
+
+def reference_gqa(module, query, key, value, **sdpa_options):
+    """The module's projections around PyTorch's fused attention with enable_gqa."""
+    q = module.split_heads(module.q_proj(query))
+    k = module.split_heads(module.k_proj(key), module.num_kv_heads)
+    v = module.split_heads(module.v_proj(value), module.num_kv_heads)
+    context = F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **sdpa_options)
+    return module.out_proj(module.merge_heads(context))
+
+
+# Grouped-query and multi-query attention
+
+
+@pytest.mark.parametrize("num_heads,num_kv_heads", [(4, 4), (4, 2), (4, 1), (6, 3), (6, 2)])
+def test_gqa_matches_sdpa_enable_gqa(num_heads, num_kv_heads):
+    module = MultiHeadAttention(12, num_heads, num_kv_heads=num_kv_heads)
+    query, memory = torch.randn(2, 5, 12), torch.randn(2, 7, 12)
+    output, weights = module(query, memory)
+    assert output.shape == (2, 5, 12) and weights.shape == (2, num_heads, 5, 7)
+    expected = reference_gqa(module, query, memory, memory)
+    torch.testing.assert_close(output, expected, atol=ATOL, rtol=0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, num_heads, 5))
+
+
+def test_gqa_with_causal_and_mask_matches_sdpa():
+    module = MultiHeadAttention(8, 4, num_kv_heads=2)
+    x = torch.randn(3, 6, 8)
+    output, _ = module(x, causal=True)
+    torch.testing.assert_close(output, reference_gqa(module, x, x, x, is_causal=True), atol=ATOL, rtol=0)
+    keep = torch.rand(3, 1, 6, 6) > 0.3
+    keep[..., 0] = True
+    output, _ = module(x, mask=keep)
+    torch.testing.assert_close(output, reference_gqa(module, x, x, x, attn_mask=keep), atol=ATOL, rtol=0)
+
+
+def test_query_heads_in_one_group_share_keys_and_values():
+    module = MultiHeadAttention(8, 4, num_kv_heads=2)
+    with torch.no_grad():  # make query heads 0 and 1 identical: they share kv head 0
+        module.q_proj.weight[2:4] = module.q_proj.weight[0:2]
+        module.q_proj.bias[2:4] = module.q_proj.bias[0:2]
+    _, weights = module(torch.randn(1, 5, 8))
+    torch.testing.assert_close(weights[:, 0], weights[:, 1])
+    assert not torch.allclose(weights[:, 0], weights[:, 2])
+
+
+def test_gqa_parameter_count():
+    def count(module):
+        return sum(p.numel() for p in module.parameters())
+
+    d_model, head_dim = 64, 8
+    full, grouped, single = (MultiHeadAttention(64, 8, num_kv_heads=kv) for kv in (8, 2, 1))
+    assert count(full) == 4 * (d_model * d_model + d_model)
+    for module, kv in ((grouped, 2), (single, 1)):
+        kv_width = kv * head_dim
+        assert count(module) == 2 * (d_model * d_model + d_model) + 2 * (d_model * kv_width + kv_width)
+
+
+def test_gqa_bad_arguments():
+    with pytest.raises(ValueError, match="num_kv_heads=3 must divide num_heads=4"):
+        MultiHeadAttention(8, 4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="num_kv_heads must be positive, got 0"):
+        MultiHeadAttention(8, 4, num_kv_heads=0)
+    with pytest.raises(TypeError, match="num_kv_heads must be an int, got float"):
+        MultiHeadAttention(8, 4, num_kv_heads=2.0)
+
+
+# from_torch
+
+
+def test_from_torch_rejects_what_it_cannot_mirror():
+    with pytest.raises(ValueError, match="batch_first=False"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2))
+    with pytest.raises(ValueError, match="kdim=4, vdim=4"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, kdim=4, vdim=4, batch_first=True))
+    with pytest.raises(ValueError, match="add_bias_kv or add_zero_attn"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, add_zero_attn=True, batch_first=True))
+
+
+def test_from_torch_key_padding_mask_is_inverted_padding_mask():
+    reference = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    module = MultiHeadAttention.from_torch(reference)
+    x = torch.randn(2, 5, 8)
+    real = padding_mask(torch.tensor([5, 3]))  # (B, T), True = real token
+    output, weights = module(x, mask=real[:, None, None, :])
+    expected, expected_weights = reference(
+        x, x, x, key_padding_mask=~real, need_weights=True, average_attn_weights=False
+    )
+    torch.testing.assert_close(output, expected, atol=ATOL, rtol=0)
+    torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
+    assert torch.all(weights[1, :, :, 3:] == 0)
+
+
+# Causal alignment
+
+
+@pytest.mark.filterwarnings("ignore:Lower right causal bias:UserWarning")
+@given(t_q=st.integers(0, 6), t_k=st.integers(0, 6))
+def test_causal_mask_alignments_match_torch(t_q, t_k):
+    top_left = causal_mask(t_q, t_k)
+    bottom_right = causal_mask(t_q, t_k, align="bottom-right")
+    assert top_left.shape == bottom_right.shape == (t_q, t_k)
+    if t_q and t_k:
+        np.testing.assert_array_equal(top_left, causal_upper_left(t_q, t_k)._materialize().numpy())
+        np.testing.assert_array_equal(bottom_right, causal_lower_right(t_q, t_k)._materialize().numpy())
+    if t_q == t_k:
+        np.testing.assert_array_equal(top_left, bottom_right)
+        np.testing.assert_array_equal(top_left, causal_mask(t_q))
+
+
+def test_causal_mask_bad_arguments():
+    with pytest.raises(ValueError, match="align must be one of"):
+        causal_mask(2, 3, align="lower-right")
+    with pytest.raises(ValueError, match="t_k must be non-negative, got -1"):
+        causal_mask(2, -1)
+    with pytest.raises(TypeError, match="t_q must be an int, got float"):
+        causal_mask(2.0, 3)
+
+
+# Padding masks
+
+
+def test_padding_mask_numpy_and_torch():
+    np.testing.assert_array_equal(
+        padding_mask([3, 1, 0], max_len=4),
+        [[True, True, True, False], [True, False, False, False], [False] * 4],
+    )
+    mask = padding_mask(torch.tensor([2, 4]))
+    assert mask.dtype == torch.bool and mask.shape == (2, 4)
+    assert mask.sum().item() == 6
+
+
+def test_padding_mask_bad_arguments():
+    with pytest.raises(ValueError, match=r"max_len=2 is shorter than the longest sequence \(lengths \[3, 1\]\)"):
+        padding_mask([3, 1], max_len=2)
+    with pytest.raises(ValueError, match="lengths must be non-negative"):
+        padding_mask([2, -1])
+    with pytest.raises(ValueError, match=r"lengths must be 1-D \(B,\), got shape \(2, 1\)"):
+        padding_mask([[2], [1]])
+    with pytest.raises(TypeError, match="lengths must hold integers, got dtype float64"):
+        padding_mask([2.0, 1.5])
+
+
+def test_padded_keys_get_zero_weight_and_padded_queries_are_harmless():
+    module = MultiHeadAttention(8, 2)
+    lengths = torch.tensor([6, 4])
+    x = torch.randn(2, 6, 8)
+    real = padding_mask(lengths)
+    output, weights = module(x, mask=real[:, None, None, :])
+    assert torch.all(weights[1, :, :, 4:] == 0)
+    # The short sentence alone gives the same outputs on its real tokens.
+    alone, _ = module(x[1:, :4])
+    torch.testing.assert_close(output[1, :4], alone[0], atol=ATOL, rtol=0)
+
+
+# The key/value cache
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("prefill", [1, 5])
+def test_cached_decoding_equals_one_causal_forward(num_kv_heads, prefill):
+    module = MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads).eval()
+    x = torch.randn(2, 9, 16)
+    full, full_weights = module(x, causal=True)
+    cache = KVCache()
+    steps = [module(x[:, :prefill], causal=True, cache=cache)[0]]
+    for t in range(prefill, x.shape[1]):
+        step, step_weights = module(x[:, t : t + 1], causal=True, cache=cache)
+        steps.append(step)
+        assert step_weights.shape == (2, 4, 1, t + 1)
+        torch.testing.assert_close(step_weights[:, :, 0], full_weights[:, :, t, : t + 1], atol=ATOL, rtol=0)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=0)
+    assert len(cache) == 9
+    assert cache.key.shape == (2, num_kv_heads, 9, 4)
+    assert cache.nbytes == 2 * 2 * num_kv_heads * 9 * 4 * 8
+
+
+def test_cached_prefill_uses_bottom_right_alignment():
+    module = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(1, 6, 8)
+    cache = KVCache()
+    module(x[:, :2], cache=cache)
+    _, weights = module(x[:, 2:], causal=True, cache=cache)  # 4 queries, 6 keys
+    expected = torch.from_numpy(causal_mask(4, 6, align="bottom-right"))
+    assert torch.equal(weights[0, 0] > 0, expected)
+
+
+def test_kv_cache_bad_inputs():
+    cache = KVCache()
+    with pytest.raises(ValueError, match=r"key must have shape \(B, num_kv_heads, T, head_dim\), got \(2, 3, 4\)"):
+        cache.append(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4))
+    with pytest.raises(TypeError, match="value must be a floating-point tensor"):
+        cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4, dtype=torch.long))
+    cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    with pytest.raises(ValueError, match=r"key of shape \(1, 1, 1, 4\) does not fit the cache"):
+        cache.append(torch.zeros(1, 1, 1, 4), torch.zeros(1, 1, 1, 4))
+    module = MultiHeadAttention(8, 2)
+    with pytest.raises(TypeError, match="cache must be a KVCache, got dict"):
+        module(torch.zeros(1, 2, 8), cache={})
+    cache.reset()
+    assert len(cache) == 0 and cache.nbytes == 0 and cache.key is None
+
+
+# Docstring fixes with behaviour behind them
+
+
+def test_value_defaults_to_key():
+    module = MultiHeadAttention(8, 2)
+    query, memory = torch.randn(1, 3, 8), torch.randn(1, 5, 8)
+    torch.testing.assert_close(module(query, memory)[0], module(query, memory, memory)[0])
+
+
+def test_numpy_attention_names_overflowing_scores():
+    big = np.full((2, 4), 1e200)
+    with pytest.raises(ValueError, match=r"the scores Q K\^T \* scale overflow float64"):
+        scaled_dot_product_attention(big, big, big)
