@@ -15,7 +15,7 @@ CHROMIUM := $(firstword $(wildcard /usr/bin/chromium) $(shell command -v chromiu
 BROWSER_PYTEST := --confcutdir=tests/browser -p no:nbval
 
 .DEFAULT_GOAL := help
-.PHONY: help setup book test test-unit test-notebooks test-book test-browser pdf screenshot lab serve execute bench clean
+.PHONY: help setup book test lint format pre-commit pre-commit-install test-unit test-notebooks test-book test-browser pdf screenshot lab serve execute bench bench-attention clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -31,15 +31,30 @@ book: $(STAMP) ## Build the website into _build/html
 	$(BIN)/jupyter-book build .
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-test: test-unit test-notebooks test-book ## Run the whole suite (unit, notebooks, strict build, browser)
+test: lint test-unit test-notebooks test-book ## Run the whole suite (lint, unit, notebooks, strict build, browser)
 	@if [ -n "$(CHROMIUM)" ]; then $(MAKE) --no-print-directory test-browser; \
 	elif [ -n "$$BOOK_REQUIRE_BROWSER" ]; then \
 	  echo "Browser tests: no Chromium, and BOOK_REQUIRE_BROWSER is set (apt-get install -y chromium)"; exit 1; \
 	else echo "Browser tests skipped: no Chromium here (apt-get install -y chromium, then make test-browser)"; fi
 	@echo "make test: all checks passed"
 
-test-unit: $(STAMP) ## Unit, property and notebook-hygiene tests
+lint: $(STAMP) ## ruff: lint src, tests, scripts and the notebooks; check formatting
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP) ## ruff: apply safe fixes and format src, tests and scripts
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+pre-commit: $(STAMP) ## Run every pre-commit hook on every file
+	$(BIN)/pre-commit run --all-files
+
+pre-commit-install: $(STAMP) ## Install the pre-commit hooks into .git/hooks
+	$(BIN)/pre-commit install
+
+test-unit: $(STAMP) ## Unit, property and notebook-hygiene tests, and every docstring example
 	$(BIN)/pytest tests --ignore=tests/browser
+	$(BIN)/pytest --doctest-modules src
 
 test-notebooks: $(STAMP) ## Re-execute every chapter with nbval and compare outputs
 	$(BIN)/pytest $(NBVAL) chapters
@@ -56,11 +71,13 @@ pdf: $(STAMP) ## Print the whole book to one PDF with Chromium: _build/pdf/book.
 	$(BIN)/jupyter-book build . --builder singlehtml
 	$(PY) scripts/site.py pdf
 
-screenshot: book ## Save docs/screenshot.png of chapter 1 (shown in README.md)
+screenshot: book ## Save docs/screenshot.png and docs/screenshot-phone.png of chapter 1 (README.md)
 	$(PY) scripts/site.py screenshot
 
-lab: $(STAMP) ## Open JupyterLab on chapters/
-	$(BIN)/jupyter lab --notebook-dir=chapters
+# tests/browser/test_lab.py runs this very target (with LAB_DIR and LAB_ARGS set).
+LAB_DIR ?= chapters
+lab: $(STAMP) ## Open JupyterLab on chapters/, MyST rendered (jupyterlab-myst)
+	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(LAB_ARGS)
 
 serve: ## Serve the built site on 127.0.0.1
 	@test -f _build/html/index.html || { echo "No site yet: run 'make book' first"; exit 1; }
@@ -72,6 +89,9 @@ execute: $(STAMP) ## Re-execute notebooks in place (NB=chapters/xx.ipynb for one
 
 bench: $(STAMP) ## Print each notebook's execution time (a benchmark, not a test)
 	$(PY) scripts/notebooks.py bench $(NB)
+
+bench-attention: $(STAMP) ## Attention's time and memory against T: SDPA, naive, MHA, chunked (not a test)
+	$(PY) scripts/bench_attention.py
 
 clean: ## Remove the built site
 	rm -rf _build

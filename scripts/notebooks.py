@@ -64,7 +64,9 @@ def run(path: pathlib.Path) -> tuple[nbformat.NotebookNode, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("mode", choices=["execute", "bench"])
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
     args = parser.parse_args(argv)
@@ -76,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         notebook, seconds = run(path)
         if args.mode == "execute":
             nbformat.write(notebook, path)
-            print(f"executed {path.relative_to(ROOT) if path.is_absolute() else path} in {seconds:.1f} s")
+            shown = path.relative_to(ROOT) if path.is_absolute() else path
+            print(f"executed {shown} in {seconds:.1f} s")
         else:
             flag = "" if seconds <= BUDGET_SECONDS else "  OVER BUDGET"
             slow += [path.name] if flag else []

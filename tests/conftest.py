@@ -2,6 +2,7 @@
 
 import os
 
+import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
@@ -11,3 +12,17 @@ settings.register_profile(
     "book", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "book"))
+
+
+@pytest.fixture
+def float64_and_seed():
+    """Compute in float64 (tight tolerances) from seed 0; restore the default dtype afterwards.
+
+    Test modules that compare with PyTorch at 1e-10 opt in with
+    ``pytestmark = pytest.mark.usefixtures("float64_and_seed")``.
+    """
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    torch.manual_seed(0)
+    yield
+    torch.set_default_dtype(previous)

@@ -6,7 +6,6 @@ import pytest
 from selfattention import Catalogue, softmax, video_catalogue
 from selfattention.exercises import check_soft_lookup
 
-
 # --- the catalogue -------------------------------------------------------------------
 
 
@@ -74,24 +73,51 @@ def test_query_bad_inputs(kwargs, error, pattern):
 @pytest.mark.parametrize(
     "args,error,pattern",
     [
-        ((("a", "b"), np.zeros((3, 2)), np.zeros((2, 1)), ("x", "y"), ("v",)), ValueError,
-         r"one row per title: 2 titles, keys has shape \(3, 2\), values has shape \(2, 1\)"),
-        ((("a", "b"), np.zeros((2, 2)), np.zeros((2, 1)), ("x",), ("v",)), ValueError,
-         r"key_axes names 1 axes but keys has shape \(2, 2\)"),
-        ((("a", "b"), np.zeros((2, 2)), np.zeros((2, 1)), ("x", "y"), ("v", "w")), ValueError,
-         r"value_axes names 2 axes but values has shape \(2, 1\)"),
-        ((("a", "a"), np.zeros((2, 2)), np.zeros((2, 1)), ("x", "y"), ("v",)), ValueError,
-         r"titles must be distinct"),
-        ((("a",), np.zeros(2), np.zeros((1, 1)), ("x", "y"), ("v",)), ValueError,
-         r"keys must be 2-D \(n_items, d\), got shape \(2,\)"),
-        ((("a",), np.full((1, 2), np.nan), np.zeros((1, 1)), ("x", "y"), ("v",)), ValueError,
-         r"keys contains NaN \(shape \(1, 2\)\)"),
-        ((("a",), np.zeros((1, 2)), np.full((1, 1), np.inf), ("x", "y"), ("v",)), ValueError,
-         r"values must be finite \(shape \(1, 1\)\)"),
-        ((("a",), np.array([["p", "q"]]), np.zeros((1, 1)), ("x", "y"), ("v",)), TypeError,
-         r"keys must hold real numbers"),
-        (("ab", np.zeros((2, 2)), np.zeros((2, 1)), ("x", "y"), ("v",)), TypeError,
-         r"titles must be a sequence of strings"),
+        (
+            (("a", "b"), np.zeros((3, 2)), np.zeros((2, 1)), ("x", "y"), ("v",)),
+            ValueError,
+            r"one row per title: 2 titles, keys has shape \(3, 2\), values has shape \(2, 1\)",
+        ),
+        (
+            (("a", "b"), np.zeros((2, 2)), np.zeros((2, 1)), ("x",), ("v",)),
+            ValueError,
+            r"key_axes names 1 axes but keys has shape \(2, 2\)",
+        ),
+        (
+            (("a", "b"), np.zeros((2, 2)), np.zeros((2, 1)), ("x", "y"), ("v", "w")),
+            ValueError,
+            r"value_axes names 2 axes but values has shape \(2, 1\)",
+        ),
+        (
+            (("a", "a"), np.zeros((2, 2)), np.zeros((2, 1)), ("x", "y"), ("v",)),
+            ValueError,
+            r"titles must be distinct",
+        ),
+        (
+            (("a",), np.zeros(2), np.zeros((1, 1)), ("x", "y"), ("v",)),
+            ValueError,
+            r"keys must be 2-D \(n_items, d\), got shape \(2,\)",
+        ),
+        (
+            (("a",), np.full((1, 2), np.nan), np.zeros((1, 1)), ("x", "y"), ("v",)),
+            ValueError,
+            r"keys contains NaN \(shape \(1, 2\)\)",
+        ),
+        (
+            (("a",), np.zeros((1, 2)), np.full((1, 1), np.inf), ("x", "y"), ("v",)),
+            ValueError,
+            r"values must be finite \(shape \(1, 1\)\)",
+        ),
+        (
+            (("a",), np.array([["p", "q"]]), np.zeros((1, 1)), ("x", "y"), ("v",)),
+            TypeError,
+            r"keys must hold real numbers",
+        ),
+        (
+            ("ab", np.zeros((2, 2)), np.zeros((2, 1)), ("x", "y"), ("v",)),
+            TypeError,
+            r"titles must be a sequence of strings",
+        ),
     ],
 )
 def test_catalogue_bad_inputs(args, error, pattern):
@@ -118,7 +144,7 @@ def test_soft_lookup_checker_rejects_multiplying_by_temperature(capsys):
 
     assert check_soft_lookup(multiplies) is False
     out = capsys.readouterr().out
-    assert "case 3 (the catalogue, query crime + comedy, temperature 2): values differ" in out
+    assert "case 3 (the catalogue, query crime + comedy, temperature 2)\n  values differ" in out
     assert "expected:" in out and "got:" in out
 
 
@@ -127,7 +153,7 @@ def test_soft_lookup_checker_rejects_hard_lookup(capsys):
         return values[np.argmax(keys @ query)]
 
     assert check_soft_lookup(hard) is False
-    assert "case 1 (one key matches, temperature 1): values differ" in capsys.readouterr().out
+    assert "case 1 (one key matches, temperature 1)\n  values differ" in capsys.readouterr().out
 
 
 def test_soft_lookup_checker_rejects_unnormalised_weights(capsys):
@@ -146,7 +172,7 @@ def test_soft_lookup_checker_catches_overflowing_exp(capsys):
 
     assert check_soft_lookup(bare_exp) is False
     out = capsys.readouterr().out
-    assert "case 6 (large scores (about 1000), where a bare exp overflows): contains NaN" in out
+    assert "case 6 (large scores (about 1000), where a bare exp overflows)\n  contains NaN" in out
 
 
 def test_soft_lookup_checker_reports_wrong_shape(capsys):

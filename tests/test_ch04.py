@@ -18,7 +18,9 @@ def right_numpy(length, d_model):
 
 def right_torch_float32(length, d_model):
     positions = torch.arange(length, dtype=torch.float32)[:, None]  # (length, 1)
-    rates = torch.exp(-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model * np.log(10000.0))
+    rates = torch.exp(
+        -torch.arange(0, d_model, 2, dtype=torch.float32) / d_model * np.log(10000.0)
+    )
     angles = positions * rates  # (length, d_model/2)
     return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(length, d_model)
 
@@ -46,7 +48,7 @@ def test_accepts_right_answers(fn, capsys):
 def test_concatenated_layout_fails_and_is_named(capsys):
     assert exercises.check_positional_encoding(concatenated) is False
     out = capsys.readouterr().out
-    assert "case 2 (4 positions, d_model = 4: columns alternate sin, cos): values differ" in out
+    assert "case 2 (4 positions, d_model = 4: columns alternate sin, cos)\n  values differ" in out
     assert "expected:" in out and "got:" in out
     assert "hint: the columns are all sines, then all cosines" in out
 
@@ -76,9 +78,12 @@ def test_wrong_base_fails_without_a_misleading_hint(capsys):
 
 
 def test_transposed_output_reports_the_shape(capsys):
-    assert exercises.check_positional_encoding(lambda length, d_model: right_numpy(length, d_model).T) is False
+    assert (
+        exercises.check_positional_encoding(lambda length, d_model: right_numpy(length, d_model).T)
+        is False
+    )
     out = capsys.readouterr().out
-    assert "case 1 (one position, d_model = 2): shape (2, 1) instead of (1, 2)" in out
+    assert "case 1 (one position, d_model = 2)\n  shape (2, 1) instead of (1, 2)" in out
 
 
 def test_crash_is_reported_with_the_case(capsys):

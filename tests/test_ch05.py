@@ -6,15 +6,14 @@ import pytest
 from selfattention import (
     VOCABULARY,
     embedding_table,
+    exercises,
     position_aware_embeddings,
     sinusoidal_positional_encoding,
     token_ids,
     tokenize,
     toy_embeddings,
 )
-from selfattention import exercises
 from selfattention.toy_text import PAD
-
 
 # --- the checker --------------------------------------------------------------------------
 
@@ -34,7 +33,7 @@ def test_qkv_scores_checker_rejects_the_transpose(capsys):
     assert exercises.check_qkv_scores(transposed) is False
     out = capsys.readouterr().out
     # Case 1 has one token, where K Q^T = Q K^T; the transpose shows from case 2 on.
-    assert "case 2 ('Hi, how are you?': T = 6, d_model = 4, d_k = 3): values differ" in out
+    assert "case 2 ('Hi, how are you?': T = 6, d_model = 4, d_k = 3)\n  values differ" in out
     assert "expected:" in out and "got:" in out
 
 
@@ -43,7 +42,7 @@ def test_qkv_scores_checker_rejects_a_missing_projection(capsys):
         return x @ x.T
 
     assert exercises.check_qkv_scores(no_projection) is False
-    assert "case 1 (one token, d_model = 2, d_k = 2): values differ" in capsys.readouterr().out
+    assert "case 1 (one token, d_model = 2, d_k = 2)\n  values differ" in capsys.readouterr().out
 
 
 def test_qkv_scores_checker_reports_wrong_shapes_and_exceptions(capsys):
@@ -51,7 +50,7 @@ def test_qkv_scores_checker_reports_wrong_shapes_and_exceptions(capsys):
         return (x @ w_q).T @ (x @ w_k)  # (d_k, d_k) instead of (T, T)
 
     assert exercises.check_qkv_scores(wrong_order) is False
-    assert "case 1 (one token, d_model = 2, d_k = 2): shape (2, 2) instead of (1, 1)" in (
+    assert "case 1 (one token, d_model = 2, d_k = 2)\n  shape (2, 2) instead of (1, 1)" in (
         capsys.readouterr().out
     )
 
@@ -69,8 +68,18 @@ def test_tokenize_splits_words_and_punctuation():
     assert tokenize("Hi, how are you?") == ["hi", ",", "how", "are", "you", "?"]
     assert tokenize("I am fine") == ["i", "am", "fine"]
     assert tokenize("The animal didn't cross the street because it was too tired.") == [
-        "the", "animal", "didn't", "cross", "the", "street", "because", "it", "was", "too",
-        "tired", ".",
+        "the",
+        "animal",
+        "didn't",
+        "cross",
+        "the",
+        "street",
+        "because",
+        "it",
+        "was",
+        "too",
+        "tired",
+        ".",
     ]
     assert tokenize("  HI   how!") == ["hi", "how", "!"]
 
@@ -113,7 +122,11 @@ def test_token_ids_are_positions_in_the_vocabulary():
 @pytest.mark.parametrize(
     "tokens,error,pattern",
     [
-        ("hi how", TypeError, r"tokens must be a list of str, got the str 'hi how'; call tokenize"),
+        (
+            "hi how",
+            TypeError,
+            r"tokens must be a list of str, got the str 'hi how'; call tokenize",
+        ),
         (["hi", "doing"], ValueError, r"unknown token 'doing'"),
         (["Hi"], ValueError, r"unknown token 'Hi'"),
         ([], ValueError, r"tokens is empty"),

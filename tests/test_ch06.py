@@ -1,4 +1,4 @@
-"""Chapter 6: the scaled-scores checker passes a right answer and names the case a wrong one fails."""
+"""Chapter 6: the scaled-scores checker passes a right answer and names a wrong one's case."""
 
 import math
 
@@ -45,7 +45,7 @@ def test_rejects_dividing_by_d_k(capsys):
 
     assert check_scaled_scores(by_d_k) is False
     out = capsys.readouterr().out
-    assert "case 1 (d_k = 4, one query, three keys: divide by sqrt(4) = 2): values differ" in out
+    assert "case 1 (d_k = 4, one query, three keys: divide by sqrt(4) = 2)\n  values differ" in out
     assert "expected:" in out and "got:" in out
 
 

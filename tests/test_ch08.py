@@ -25,7 +25,7 @@ def test_attention_output_checker_rejects_missing_scale(capsys):
 
     assert check_attention_output(forgot_scale) is False
     out = capsys.readouterr().out
-    assert "case 1 (two queries, three keys, d_k = 4, written out by hand): values differ" in out
+    assert "case 1 (two queries, three keys, d_k = 4, written out by hand)\n  values differ" in out
     assert "expected:" in out and "got:" in out
 
 
@@ -42,10 +42,16 @@ def test_attention_output_checker_names_the_case_of_a_transposed_product(capsys)
     def transposed(query, key, value):
         scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])
         weights = softmax(scores, axis=-1)  # (..., Tq, Tk)
-        return np.swapaxes(weights, -1, -2) @ value if weights.shape[-1] == weights.shape[-2] else weights @ value
+        return (
+            np.swapaxes(weights, -1, -2) @ value
+            if weights.shape[-1] == weights.shape[-2]
+            else weights @ value
+        )
 
     assert check_attention_output(transposed) is False
-    assert "case 2 (self-attention, T = 5, d_k = d_v = 3): values differ" in capsys.readouterr().out
+    assert (
+        "case 2 (self-attention, T = 5, d_k = d_v = 3)\n  values differ" in capsys.readouterr().out
+    )
 
 
 def test_attention_output_checker_catches_a_naive_softmax(capsys):
@@ -66,7 +72,10 @@ def test_attention_output_checker_reports_values_times_weights_by_its_shape(caps
 
     assert check_attention_output(weights_times_values_wrong_way) is False
     out = capsys.readouterr().out
-    assert "case 1 (two queries, three keys, d_k = 4, written out by hand): shape (3, 3) instead of (2, 2)" in out
+    assert (
+        "case 1 (two queries, three keys, d_k = 4, written out by hand)\n  "
+        "shape (3, 3) instead of (2, 2)" in out
+    )
 
 
 # --- synthetic_image -------------------------------------------------------------
@@ -96,16 +105,44 @@ def test_synthetic_image_without_noise_is_exactly_the_object_colour():
     [
         (dict(size=0, object_box=(0, 0, 1, 1)), ValueError, r"size must be positive, got 0"),
         (dict(size=8.0, object_box=(0, 0, 1, 1)), TypeError, r"size must be an int, got float"),
-        (dict(size=8, object_box=(0, 0, 1)), ValueError, r"object_box must have 4 entries .* got 3"),
+        (
+            dict(size=8, object_box=(0, 0, 1)),
+            ValueError,
+            r"object_box must have 4 entries .* got 3",
+        ),
         (dict(size=8, object_box=5), TypeError, r"object_box must be a sequence .* got int"),
-        (dict(size=8, object_box=(0, 0, 1.5, 2)), TypeError, r"object_box bottom must be an int, got float"),
-        (dict(size=8, object_box=(2, 0, 2, 4)), ValueError, r"0 <= top < bottom <= size .* size=8"),
+        (
+            dict(size=8, object_box=(0, 0, 1.5, 2)),
+            TypeError,
+            r"object_box bottom must be an int, got float",
+        ),
+        (
+            dict(size=8, object_box=(2, 0, 2, 4)),
+            ValueError,
+            r"0 <= top < bottom <= size .* size=8",
+        ),
         (dict(size=8, object_box=(0, 0, 4, 9)), ValueError, r"\(0, 0, 4, 9\) must satisfy"),
         (dict(size=8, object_box=(-1, 0, 4, 4)), ValueError, r"must satisfy"),
-        (dict(size=8, object_box=(0, 0, 4, 4), seed=1.5), TypeError, r"seed must be an int, got float"),
-        (dict(size=8, object_box=(0, 0, 4, 4), seed=-1), ValueError, r"seed must be non-negative, got -1"),
-        (dict(size=8, object_box=(0, 0, 4, 4), noise=-0.1), ValueError, r"noise must be a finite number >= 0"),
-        (dict(size=8, object_box=(0, 0, 4, 4), noise="a"), TypeError, r"noise must be a number, got str"),
+        (
+            dict(size=8, object_box=(0, 0, 4, 4), seed=1.5),
+            TypeError,
+            r"seed must be an int, got float",
+        ),
+        (
+            dict(size=8, object_box=(0, 0, 4, 4), seed=-1),
+            ValueError,
+            r"seed must be non-negative, got -1",
+        ),
+        (
+            dict(size=8, object_box=(0, 0, 4, 4), noise=-0.1),
+            ValueError,
+            r"noise must be a finite number >= 0",
+        ),
+        (
+            dict(size=8, object_box=(0, 0, 4, 4), noise="a"),
+            TypeError,
+            r"noise must be a number, got str",
+        ),
     ],
 )
 def test_synthetic_image_bad_inputs(kwargs, error, pattern):
@@ -144,13 +181,23 @@ def test_patchify_keeps_every_pixel_once():
 @pytest.mark.parametrize(
     "image,patch_size,error,pattern",
     [
-        (np.zeros((6, 8, 3)), 4, ValueError, r"patch_size=4 must divide .* got image shape \(6, 8, 3\)"),
+        (
+            np.zeros((6, 8, 3)),
+            4,
+            ValueError,
+            r"patch_size=4 must divide .* got image shape \(6, 8, 3\)",
+        ),
         (np.zeros((8, 6)), 4, ValueError, r"got image shape \(8, 6\)"),
         (np.zeros((8, 8, 3)), 0, ValueError, r"patch_size must be positive, got 0"),
         (np.zeros((8, 8, 3)), 2.0, TypeError, r"patch_size must be an int, got float"),
         (np.zeros(8), 2, ValueError, r"image must have shape \(H, W, C\) or \(H, W\), got \(8,\)"),
         (np.zeros((2, 8, 8, 3)), 2, ValueError, r"got \(2, 8, 8, 3\)"),
-        (np.zeros((8, 8), dtype=bool), 2, TypeError, r"image must hold real numbers, got dtype bool"),
+        (
+            np.zeros((8, 8), dtype=bool),
+            2,
+            TypeError,
+            r"image must hold real numbers, got dtype bool",
+        ),
         (np.full((4, 4), np.nan), 2, ValueError, r"image contains NaN"),
     ],
 )

@@ -43,7 +43,7 @@ def test_weighted_average_checker_accepts_equivalent_variants(capsys):
 
     def with_a_loop(importance, vectors):
         total = sum(importance)
-        return sum(weight / total * row for weight, row in zip(importance, vectors))
+        return sum(weight / total * row for weight, row in zip(importance, vectors, strict=True))
 
     assert exercises.check_weighted_average(with_np_average) is True
     assert exercises.check_weighted_average(with_a_loop) is True
@@ -56,7 +56,7 @@ def test_weighted_average_checker_rejects_softmax_instead_of_division(capsys):
         return weights @ vectors
 
     assert exercises.check_weighted_average(uses_softmax) is False
-    assert "case 1 (one important token): values differ" in capsys.readouterr().out
+    assert "case 1 (one important token)\n  values differ" in capsys.readouterr().out
 
 
 def test_run_checks_gives_the_reader_copies_and_silences_numpy_warnings(capsys):
@@ -74,5 +74,5 @@ def test_run_checks_gives_the_reader_copies_and_silences_numpy_warnings(capsys):
 
     # pytest turns RuntimeWarning into an error here, so a leak would raise.
     assert exercises.run_checks("demo", edits_in_place_and_overflows, reference, cases) is False
-    assert "case 1 (in-place edits and an overflow): contains NaN" in capsys.readouterr().out
+    assert "case 1 (in-place edits and an overflow)\n  contains NaN" in capsys.readouterr().out
     np.testing.assert_array_equal(importance, [1.0, 3.0])  # the case's own input is untouched

@@ -6,7 +6,6 @@ and warnings, machine-specific text, figures without alt text, and the
 anatomy every chapter shares.
 """
 
-import json
 import pathlib
 import re
 
@@ -33,8 +32,12 @@ def text_of(output):
         return output.text
     data = output.get("data", {})
     if "image/png" in data:
-        return ""  # its text/plain twin is the figure's "<Figure size ...>" label, fixed by figsize
-    return "\n".join(str(data[kind]) for kind in ("text/plain", "text/html", "text/markdown") if kind in data)
+        return (
+            ""  # its text/plain twin is the figure's "<Figure size ...>" label, fixed by figsize
+        )
+    return "\n".join(
+        str(data[kind]) for kind in ("text/plain", "text/html", "text/markdown") if kind in data
+    )
 
 
 @pytest.fixture(params=CHAPTERS, ids=[path.stem for path in CHAPTERS])
@@ -84,7 +87,9 @@ def test_every_figure_has_caption_name_and_meaningful_alt_text(notebook):
         caption = meta.get("figure", {}).get("caption", "")
         name = meta.get("figure", {}).get("name", "")
         alt = meta.get("image", {}).get("alt", "")
-        assert caption and name.startswith("fig-"), f"code cell {index}: figure needs a caption and a fig- name"
+        assert caption and name.startswith("fig-"), (
+            f"code cell {index}: figure needs a caption and a fig- name"
+        )
         assert len(alt) >= 30 and alt.strip().lower() not in VAGUE_ALT, (
             f"code cell {index}: alt text must say what the figure shows, got {alt!r}"
         )
@@ -104,6 +109,35 @@ def test_code_fits_the_page_without_scrolling(notebook):
             )
 
 
+def test_printed_output_fits_the_page_without_scrolling(notebook):
+    """Printed lines share the code column: at most 79 characters, or the reader scrolls."""
+    for index, cell in enumerate(code_cells(notebook)):
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                text = output.text
+            else:
+                text = str(output.get("data", {}).get("text/plain", ""))
+                if "image/png" in output.get("data", {}):
+                    continue
+            for line in text.splitlines():
+                assert len(line) <= MAX_CODE_LINE, (
+                    f"code cell {index} prints a line of {len(line)} characters: {line[:60]!r}..."
+                )
+
+
+def test_hidden_solutions_are_folded_in_jupyterlab_too(notebook):
+    """A solution cell hidden on the site (tag hide-cell) starts collapsed in JupyterLab."""
+    hidden = [cell for cell in notebook.cells if "hide-cell" in cell.metadata.get("tags", [])]
+    assert hidden, "exercise solutions go in hide-cell cells"
+    for index, cell in enumerate(notebook.cells):
+        if "hide-cell" in cell.metadata.get("tags", []):
+            folded = cell.metadata.get("jupyter", {})
+            assert folded.get("source_hidden") and folded.get("outputs_hidden"), (
+                f"cell {index} is hidden on the site but open in JupyterLab: set "
+                "metadata.jupyter.source_hidden and outputs_hidden"
+            )
+
+
 def test_chapter_anatomy(notebook):
     markdown = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     first = notebook.cells[0]
@@ -115,16 +149,14 @@ def test_chapter_anatomy(notebook):
     assert re.search(r"^## Exercises", markdown, re.MULTILINE)
     assert "{dropdown}" in markdown, "exercise solutions go in a dropdown"
     source = "\n".join(cell.source for cell in code_cells(notebook))
-    assert re.search(r"^\s*assert ", source, re.MULTILINE), "a check cell asserts the chapter's claim"
+    assert re.search(r"^\s*assert ", source, re.MULTILINE), (
+        "a check cell asserts the chapter's claim"
+    )
 
 
 def test_every_chapter_is_in_the_table_of_contents():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    listed = {
-        entry["file"]
-        for part in toc["parts"]
-        for entry in part.get("chapters", [])
-    }
+    listed = {entry["file"] for part in toc["parts"] for entry in part.get("chapters", [])}
     for path in CHAPTERS:
         assert f"chapters/{path.stem}" in listed, f"{path.name} is missing from _toc.yml"
     for entry in listed:

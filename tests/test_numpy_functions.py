@@ -27,10 +27,13 @@ def rng():
 
 # --- softmax -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_softmax_matches_torch(rng, axis):
     x = rng.normal(scale=5.0, size=(3, 4, 5))
-    np.testing.assert_allclose(softmax(x, axis=axis), torch.softmax(t(x), dim=axis).numpy(), atol=ATOL)
+    np.testing.assert_allclose(
+        softmax(x, axis=axis), torch.softmax(t(x), dim=axis).numpy(), atol=ATOL
+    )
 
 
 def test_softmax_with_mask_matches_torch_masked_fill(rng):
@@ -82,6 +85,7 @@ def test_softmax_minus_inf_entries_get_zero_weight():
 
 # --- cosine similarity -------------------------------------------------------
 
+
 def test_cosine_similarity_matches_torch_pairwise(rng):
     a = rng.normal(size=(2, 4, 6))
     b = rng.normal(size=(2, 5, 6))
@@ -114,6 +118,7 @@ def test_cosine_similarity_range_and_scale_invariance(rng):
 
 # --- positional encoding ------------------------------------------------------
 
+
 def test_sinusoidal_encoding_formula():
     pe = sinusoidal_positional_encoding(50, 16)
     assert pe.shape == (50, 16)
@@ -133,6 +138,7 @@ def test_sinusoidal_encoding_custom_base_and_zero_length():
 
 # --- causal mask ----------------------------------------------------------------
 
+
 def test_causal_mask_is_lower_triangular_boolean():
     mask = causal_mask(4)
     assert mask.dtype == bool and mask.shape == (4, 4)
@@ -143,14 +149,24 @@ def test_causal_mask_is_lower_triangular_boolean():
 
 # --- scaled dot-product attention ---------------------------------------------
 
+
 def torch_sdpa(q, k, v, mask=None, causal=False, scale=None):
     return F.scaled_dot_product_attention(
-        t(q), t(k), t(v), attn_mask=None if mask is None else t(mask), is_causal=causal, scale=scale
+        t(q),
+        t(k),
+        t(v),
+        attn_mask=None if mask is None else t(mask),
+        is_causal=causal,
+        scale=scale,
     ).numpy()
 
 
 def test_sdpa_matches_torch_plain(rng):
-    q, k, v = rng.normal(size=(2, 3, 5, 8)), rng.normal(size=(2, 3, 5, 8)), rng.normal(size=(2, 3, 5, 4))
+    q, k, v = (
+        rng.normal(size=(2, 3, 5, 8)),
+        rng.normal(size=(2, 3, 5, 8)),
+        rng.normal(size=(2, 3, 5, 4)),
+    )
     output, weights = scaled_dot_product_attention(q, k, v)
     assert output.shape == (2, 3, 5, 4) and weights.shape == (2, 3, 5, 5)
     np.testing.assert_allclose(output, torch_sdpa(q, k, v), atol=ATOL)
@@ -175,10 +191,16 @@ def test_sdpa_matches_torch_with_boolean_mask(rng):
 
 @pytest.mark.parametrize("t_q,t_k", [(5, 5), (3, 6), (6, 3)])
 def test_sdpa_matches_torch_causal(rng, t_q, t_k):
-    q, k, v = rng.normal(size=(2, t_q, 4)), rng.normal(size=(2, t_k, 4)), rng.normal(size=(2, t_k, 4))
+    q, k, v = (
+        rng.normal(size=(2, t_q, 4)),
+        rng.normal(size=(2, t_k, 4)),
+        rng.normal(size=(2, t_k, 4)),
+    )
     output, weights = scaled_dot_product_attention(q, k, v, causal=True)
     np.testing.assert_allclose(output, torch_sdpa(q, k, v, causal=True), atol=ATOL)
-    assert np.all(weights[..., np.triu_indices(t_q, 1, t_k)[0], np.triu_indices(t_q, 1, t_k)[1]] == 0)
+    assert np.all(
+        weights[..., np.triu_indices(t_q, 1, t_k)[0], np.triu_indices(t_q, 1, t_k)[1]] == 0
+    )
 
 
 def test_sdpa_causal_combines_with_mask(rng):
@@ -196,8 +218,11 @@ def test_sdpa_broadcasts_leading_dims(rng):
     v = rng.normal(size=(6, 2))
     output, weights = scaled_dot_product_attention(q, k, v)
     assert output.shape == (2, 5, 3, 2) and weights.shape == (2, 5, 3, 6)
-    expected = torch_sdpa(np.broadcast_to(q, (2, 5, 3, 4)), np.broadcast_to(k, (2, 5, 6, 4)),
-                          np.broadcast_to(v, (2, 5, 6, 2)))
+    expected = torch_sdpa(
+        np.broadcast_to(q, (2, 5, 3, 4)),
+        np.broadcast_to(k, (2, 5, 6, 4)),
+        np.broadcast_to(v, (2, 5, 6, 2)),
+    )
     np.testing.assert_allclose(output, expected, atol=ATOL)
 
 

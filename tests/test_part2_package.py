@@ -21,13 +21,8 @@ from selfattention import (
 ATOL = 1e-10
 
 
-@pytest.fixture(autouse=True)
-def float64_and_seed():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    torch.manual_seed(0)
-    yield
-    torch.set_default_dtype(previous)
+# float64 at tight tolerance, seeded (the fixture lives in conftest.py).
+pytestmark = pytest.mark.usefixtures("float64_and_seed")
 
 
 def reference_gqa(module, query, key, value, **sdpa_options):
@@ -57,11 +52,15 @@ def test_gqa_with_causal_and_mask_matches_sdpa():
     module = MultiHeadAttention(8, 4, num_kv_heads=2)
     x = torch.randn(3, 6, 8)
     output, _ = module(x, causal=True)
-    torch.testing.assert_close(output, reference_gqa(module, x, x, x, is_causal=True), atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        output, reference_gqa(module, x, x, x, is_causal=True), atol=ATOL, rtol=0
+    )
     keep = torch.rand(3, 1, 6, 6) > 0.3
     keep[..., 0] = True
     output, _ = module(x, mask=keep)
-    torch.testing.assert_close(output, reference_gqa(module, x, x, x, attn_mask=keep), atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        output, reference_gqa(module, x, x, x, attn_mask=keep), atol=ATOL, rtol=0
+    )
 
 
 def test_query_heads_in_one_group_share_keys_and_values():
@@ -83,7 +82,9 @@ def test_gqa_parameter_count():
     assert count(full) == 4 * (d_model * d_model + d_model)
     for module, kv in ((grouped, 2), (single, 1)):
         kv_width = kv * head_dim
-        assert count(module) == 2 * (d_model * d_model + d_model) + 2 * (d_model * kv_width + kv_width)
+        assert count(module) == 2 * (d_model * d_model + d_model) + 2 * (
+            d_model * kv_width + kv_width
+        )
 
 
 def test_gqa_bad_arguments():
@@ -102,9 +103,13 @@ def test_from_torch_rejects_what_it_cannot_mirror():
     with pytest.raises(ValueError, match="batch_first=False"):
         MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2))
     with pytest.raises(ValueError, match="kdim=4, vdim=4"):
-        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, kdim=4, vdim=4, batch_first=True))
+        MultiHeadAttention.from_torch(
+            nn.MultiheadAttention(8, 2, kdim=4, vdim=4, batch_first=True)
+        )
     with pytest.raises(ValueError, match="add_bias_kv or add_zero_attn"):
-        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, add_zero_attn=True, batch_first=True))
+        MultiHeadAttention.from_torch(
+            nn.MultiheadAttention(8, 2, add_zero_attn=True, batch_first=True)
+        )
 
 
 def test_from_torch_key_padding_mask_is_inverted_padding_mask():
@@ -132,7 +137,9 @@ def test_causal_mask_alignments_match_torch(t_q, t_k):
     assert top_left.shape == bottom_right.shape == (t_q, t_k)
     if t_q and t_k:
         np.testing.assert_array_equal(top_left, causal_upper_left(t_q, t_k)._materialize().numpy())
-        np.testing.assert_array_equal(bottom_right, causal_lower_right(t_q, t_k)._materialize().numpy())
+        np.testing.assert_array_equal(
+            bottom_right, causal_lower_right(t_q, t_k)._materialize().numpy()
+        )
     if t_q == t_k:
         np.testing.assert_array_equal(top_left, bottom_right)
         np.testing.assert_array_equal(top_left, causal_mask(t_q))
@@ -161,7 +168,9 @@ def test_padding_mask_numpy_and_torch():
 
 
 def test_padding_mask_bad_arguments():
-    with pytest.raises(ValueError, match=r"max_len=2 is shorter than the longest sequence \(lengths \[3, 1\]\)"):
+    with pytest.raises(
+        ValueError, match=r"max_len=2 is shorter than the longest sequence \(lengths \[3, 1\]\)"
+    ):
         padding_mask([3, 1], max_len=2)
     with pytest.raises(ValueError, match="lengths must be non-negative"):
         padding_mask([2, -1])
@@ -198,7 +207,9 @@ def test_cached_decoding_equals_one_causal_forward(num_kv_heads, prefill):
         step, step_weights = module(x[:, t : t + 1], causal=True, cache=cache)
         steps.append(step)
         assert step_weights.shape == (2, 4, 1, t + 1)
-        torch.testing.assert_close(step_weights[:, :, 0], full_weights[:, :, t, : t + 1], atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            step_weights[:, :, 0], full_weights[:, :, t, : t + 1], atol=ATOL, rtol=0
+        )
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=0)
     assert len(cache) == 9
     assert cache.key.shape == (2, num_kv_heads, 9, 4)
@@ -217,7 +228,9 @@ def test_cached_prefill_uses_bottom_right_alignment():
 
 def test_kv_cache_bad_inputs():
     cache = KVCache()
-    with pytest.raises(ValueError, match=r"key must have shape \(B, num_kv_heads, T, head_dim\), got \(2, 3, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"key must have shape \(B, num_kv_heads, T, head_dim\), got \(2, 3, 4\)"
+    ):
         cache.append(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4))
     with pytest.raises(TypeError, match="value must be a floating-point tensor"):
         cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4, dtype=torch.long))

@@ -49,7 +49,8 @@ def test_attention_without_positions_is_permutation_equivariant(data, random):
     kv_perm = list(range(k.shape[0]))
     random.shuffle(kv_perm)
     output, _ = scaled_dot_product_attention(q, k, v)
-    # Permuting the queries permutes the outputs; permuting key/value pairs together changes nothing.
+    # Permuting the queries permutes the outputs; permuting key/value pairs
+    # together changes nothing.
     shuffled, _ = scaled_dot_product_attention(q[x_perm], k[kv_perm], v[kv_perm])
     np.testing.assert_allclose(shuffled, output[x_perm], atol=1e-9)
 
@@ -60,7 +61,7 @@ def test_causal_attention_ignores_the_future(length, cut, seed):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(length, 4))
     changed = x.copy()
-    changed[cut + 1:] = rng.normal(size=changed[cut + 1:].shape)
+    changed[cut + 1 :] = rng.normal(size=changed[cut + 1 :].shape)
     before, _ = scaled_dot_product_attention(x, x, x, causal=True)
     after, _ = scaled_dot_product_attention(changed, changed, changed, causal=True)
     np.testing.assert_allclose(after[: cut + 1], before[: cut + 1], atol=1e-12)
@@ -74,7 +75,7 @@ def test_torch_modules_causal_future_invariance(length, cut, seed):
     multi = MultiHeadAttention(4, 2).double()
     x = torch.randn(1, length, 4, dtype=torch.float64)
     changed = x.clone()
-    changed[:, cut + 1:] = torch.randn_like(changed[:, cut + 1:])
+    changed[:, cut + 1 :] = torch.randn_like(changed[:, cut + 1 :])
     for module in (single, multi):
         before, _ = module(x, causal=True)
         after, _ = module(changed, causal=True)

@@ -12,14 +12,8 @@ from selfattention import MultiHeadAttention, SelfAttention
 ATOL = 1e-10
 
 
-@pytest.fixture(autouse=True)
-def float64_and_seed():
-    """Compare in float64 at tight tolerance; restore the default afterwards."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    torch.manual_seed(0)
-    yield
-    torch.set_default_dtype(previous)
+# float64 at tight tolerance, seeded (the fixture lives in conftest.py).
+pytestmark = pytest.mark.usefixtures("float64_and_seed")
 
 
 def reference_self_attention(module, x, mask=None, causal=False):
@@ -45,9 +39,13 @@ def test_self_attention_mask_and_causal_match_torch():
     mask = torch.rand(3, 5, 5) > 0.3
     mask[..., 0] = True
     out_masked, _ = module(x, mask=mask)
-    torch.testing.assert_close(out_masked, reference_self_attention(module, x, mask=mask), atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        out_masked, reference_self_attention(module, x, mask=mask), atol=ATOL, rtol=0
+    )
     out_causal, weights = module(x, causal=True)
-    torch.testing.assert_close(out_causal, reference_self_attention(module, x, causal=True), atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        out_causal, reference_self_attention(module, x, causal=True), atol=ATOL, rtol=0
+    )
     assert torch.all(weights.triu(1) == 0)
 
 
@@ -74,7 +72,9 @@ def torch_mha(d_model, heads, bias=True):
 
 
 def run_torch(reference, query, key, value, blocked=None):
-    return reference(query, key, value, attn_mask=blocked, need_weights=True, average_attn_weights=False)
+    return reference(
+        query, key, value, attn_mask=blocked, need_weights=True, average_attn_weights=False
+    )
 
 
 @pytest.mark.parametrize("bias", [True, False])

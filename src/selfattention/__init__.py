@@ -5,16 +5,27 @@ the layers. Every mask in the package uses True = may attend.
 """
 
 from .catalogue import Catalogue, video_catalogue
+from .chunked import chunked_attention
+from .data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
 from .functional import scaled_dot_product_attention
 from .images import patchify, synthetic_image
 from .kv_cache import KVCache
-from .masks import causal_mask, padding_mask
+from .masks import (
+    causal_mask,
+    from_additive,
+    from_attention_mask,
+    padding_mask,
+    to_additive,
+    to_key_padding_mask,
+    to_mha_attn_mask,
+)
+from .models import AttentionClassifier
 from .multi_head import MultiHeadAttention
+from .notebook import setup
 from .positional import sinusoidal_positional_encoding
 from .self_attention import SelfAttention
 from .similarity import cosine_similarity
 from .softmax import softmax
-from .notebook import setup
 from .toy_text import (
     VOCABULARY,
     embedding_table,
@@ -23,6 +34,7 @@ from .toy_text import (
     tokenize,
     toy_embeddings,
 )
+from .training import train_classifier
 
 __version__ = "0.1.0"
 
@@ -32,7 +44,13 @@ __all__ = [
     "MultiHeadAttention",
     "SelfAttention",
     "causal_mask",
+    "chunked_attention",
     "padding_mask",
+    "from_additive",
+    "from_attention_mask",
+    "to_additive",
+    "to_key_padding_mask",
+    "to_mha_attn_mask",
     "cosine_similarity",
     "patchify",
     "scaled_dot_product_attention",
@@ -47,4 +65,10 @@ __all__ = [
     "toy_embeddings",
     "video_catalogue",
     "synthetic_image",
+    "AttentionClassifier",
+    "SERIES",
+    "SERIES_VOCABULARY",
+    "make_batch",
+    "make_lines",
+    "train_classifier",
 ]

@@ -17,7 +17,19 @@ from .masks import causal_mask
 
 
 def check_float_tensor(tensor: object, name: str) -> torch.Tensor:
-    """Raise ``TypeError`` unless ``tensor`` is a floating-point torch tensor."""
+    """Raise ``TypeError`` unless ``tensor`` is a floating-point torch tensor.
+
+    Returns ``tensor`` unchanged, so the check can wrap an expression.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from selfattention.attention_torch import check_float_tensor
+    >>> check_float_tensor(torch.tensor([1, 2]), "x")
+    Traceback (most recent call last):
+        ...
+    TypeError: x must be a floating-point tensor, got dtype torch.int64
+    """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
     if not tensor.is_floating_point():
@@ -32,7 +44,16 @@ def check_model_input(
 
     The message names the argument, the shapes the module accepts and the
     shape it got, e.g. ``x must have shape (B, T, d_model) or (T, d_model),
-    got (8,)``.
+    got (8,)``. Returns ``tensor`` unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from selfattention.attention_torch import check_model_input
+    >>> check_model_input(torch.zeros(8), "x", d_model=4, ranks=(3, 2))
+    Traceback (most recent call last):
+        ...
+    ValueError: x must have shape (B, T, d_model) or (T, d_model), got (8,)
     """
     tensor = check_float_tensor(tensor, name)
     if tensor.dim() not in ranks:
@@ -60,7 +81,17 @@ def combine_masks(
     ``mask`` must broadcast to ``score_shape = (..., T_q, T_k)``. With
     ``causal=True`` the triangle comes from ``masks.causal_mask(T_q, T_k,
     align)``. Returns a boolean tensor broadcastable to ``score_shape``, or
-    None when nothing is masked.
+    None when nothing is masked. Raises ``TypeError`` if ``mask`` is not a
+    boolean tensor and ``ValueError`` if it does not broadcast.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from selfattention.attention_torch import combine_masks
+    >>> keys_kept = torch.tensor([True, True, False])  # hide the third key
+    >>> keep = combine_masks(keys_kept, True, (2, 3), torch.device("cpu"))
+    >>> keep.int().tolist()
+    [[1, 0, 0], [1, 1, 0]]
     """
     keep = None
     if mask is not None:
@@ -88,6 +119,15 @@ def masked_softmax(scores: torch.Tensor, keep: torch.Tensor | None) -> torch.Ten
     gradients: the masked scores are filled with the dtype's most negative
     finite number (not ``-inf``), and multiplying by ``keep`` afterwards turns
     the resulting uniform row into zeros.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from selfattention.attention_torch import masked_softmax
+    >>> scores = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+    >>> keep = torch.tensor([[True, True, False], [False, False, False]])
+    >>> masked_softmax(scores, keep).double().round(decimals=3).tolist()
+    [[0.269, 0.731, 0.0], [0.0, 0.0, 0.0]]
     """
     if keep is None:
         return torch.softmax(scores, dim=-1)
@@ -111,6 +151,17 @@ def attend(
     Rows with nothing to attend to get zero weights, without NaN in the values
     or the gradients. With dropout in training mode, the returned weights are
     the dropped-out ones, whose rows no longer sum to 1.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from selfattention.attention_torch import attend
+    >>> query = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # (T_q, d_k)
+    >>> key = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # (T_k, d_k)
+    >>> value = torch.tensor([[1.0], [2.0], [3.0]])  # (T_k, d_v)
+    >>> output, weights = attend(query, key, value)
+    >>> tuple(output.shape), weights.double().round(decimals=3).tolist()
+    ((2, 1), [[0.401, 0.198, 0.401], [0.198, 0.401, 0.401]])
     """
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)

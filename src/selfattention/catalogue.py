@@ -35,18 +35,45 @@ _ITEMS: tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...] = (
 class Catalogue:
     """Titles with one key vector and one value vector each.
 
-    Attributes
+    The arguments are stored as read-only attributes of the same names;
+    ``keys`` and ``values`` become float64 arrays that cannot be written to.
+
+    Parameters
     ----------
-    titles:
+    titles : sequence of str
         ``n_items`` distinct names, one per row of ``keys`` and ``values``.
-    keys:
-        ``(n_items, d_k)`` read-only array: what a query is compared against.
-    values:
-        ``(n_items, d_v)`` read-only array: what a lookup returns.
-    key_axes:
+    keys : array_like, shape ``(n_items, d_k)``
+        What a query is compared against.
+    values : array_like, shape ``(n_items, d_v)``
+        What a lookup returns.
+    key_axes : sequence of str
         ``d_k`` names, the meaning of each column of ``keys``.
-    value_axes:
+    value_axes : sequence of str
         ``d_v`` names, the meaning of each column of ``values``.
+
+    Raises
+    ------
+    TypeError
+        If a name list is not a sequence of strings, or ``keys``/``values``
+        do not hold real numbers.
+    ValueError
+        If the titles repeat, ``keys`` or ``values`` is not 2-D or not
+        finite, or a row or column count does not match the names.
+
+    Examples
+    --------
+    >>> from selfattention import Catalogue
+    >>> pets = Catalogue(
+    ...     titles=("cat", "dog"),
+    ...     keys=[[1.0, 0.0], [0.0, 1.0]],
+    ...     values=[[4.0], [30.0]],
+    ...     key_axes=("purrs", "barks"),
+    ...     value_axes=("kilograms",),
+    ... )
+    >>> pets.n_items, pets.d_k, pets.d_v
+    (2, 2, 1)
+    >>> pets.keys.flags.writeable
+    False
     """
 
     titles: tuple[str, ...]
@@ -105,9 +132,30 @@ class Catalogue:
         return self.values.shape[1]
 
     def query(self, **weights: Any) -> np.ndarray:
-        """A ``(d_k,)`` query vector from key-axis names, e.g. ``query(crime=1, comedy=1)``.
+        """A ``(d_k,)`` query vector from key-axis names; axes not named are 0.
 
-        Axes not named are 0.
+        Parameters
+        ----------
+        **weights : float
+            One keyword per key axis to set, e.g. ``crime=1, comedy=1``.
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(d_k,)``
+            The query, in the order of ``key_axes``.
+
+        Raises
+        ------
+        TypeError
+            If an amount is not a real number.
+        ValueError
+            If no axis is named, an axis is unknown, or an amount is not finite.
+
+        Examples
+        --------
+        >>> from selfattention import video_catalogue
+        >>> video_catalogue().query(crime=1, comedy=0.5).tolist()
+        [0.0, 1.0, 0.5, 0.0]
         """
         if not weights:
             raise ValueError(f"name at least one key axis, from {self.key_axes}")
@@ -115,7 +163,9 @@ class Catalogue:
         for axis, amount in weights.items():
             if axis not in self.key_axes:
                 raise ValueError(f"unknown key axis {axis!r}; the axes are {self.key_axes}")
-            if isinstance(amount, (bool, np.bool_)) or not isinstance(amount, (int, float, np.number)):
+            if isinstance(amount, (bool, np.bool_)) or not isinstance(
+                amount, (int, float, np.number)
+            ):
                 raise TypeError(f"{axis} must be a real number, got {type(amount).__name__}")
             if not np.isfinite(amount):
                 raise ValueError(f"{axis} must be finite, got {amount}")
@@ -123,8 +173,15 @@ class Catalogue:
         return vector
 
     def as_dict(self) -> dict[str, np.ndarray]:
-        """The hard lookup table: title -> ``(d_v,)`` value vector."""
-        return dict(zip(self.titles, self.values))
+        """The hard lookup table: title -> ``(d_v,)`` value vector.
+
+        Examples
+        --------
+        >>> from selfattention import video_catalogue
+        >>> video_catalogue().as_dict()["The Last Heist"].tolist()
+        [2.0, 1.0, 4.1]
+        """
+        return dict(zip(self.titles, self.values, strict=True))
 
 
 def video_catalogue() -> Catalogue:
@@ -146,6 +203,20 @@ def video_catalogue() -> Catalogue:
 
     Keys and values live in different spaces on purpose: you search by what a
     title promises and receive what the video is.
+
+    Returns
+    -------
+    Catalogue
+        A new catalogue each call (its arrays are read-only).
+
+    Examples
+    --------
+    >>> from selfattention import video_catalogue
+    >>> catalogue = video_catalogue()
+    >>> catalogue.keys.shape, catalogue.values.shape
+    ((6, 4), (6, 3))
+    >>> catalogue.titles[:2]
+    ('Dragons of the North', 'The Last Heist')
     """
     titles = tuple(title for title, _, _ in _ITEMS)
     keys = np.array([key for _, key, _ in _ITEMS])  # (6, 4)

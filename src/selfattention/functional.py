@@ -20,17 +20,62 @@ def scaled_dot_product_attention(
     causal: bool = False,
     scale: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``softmax(Q K^T * scale) V``; returns ``(output, weights)``.
+    """``softmax(Q K^T * scale) V``, with optional masks; returns ``(output, weights)``.
 
-    Shapes: ``query (..., Tq, d_k)``, ``key (..., Tk, d_k)``,
-    ``value (..., Tk, d_v)`` give ``output (..., Tq, d_v)`` and
-    ``weights (..., Tq, Tk)``; leading dimensions broadcast.
+    The numpy version of the formula the book builds up in chapters 5 to 8.
+    A query that may attend to nothing gets zero weights and a zero output
+    (not NaN).
 
-    ``mask`` is boolean, broadcastable to ``(..., Tq, Tk)``, True = may attend
-    (the convention of ``torch.nn.functional.scaled_dot_product_attention``).
-    ``causal=True`` lets query i see keys j <= i (top-left aligned) and is
-    combined with ``mask``. ``scale`` defaults to ``1 / sqrt(d_k)``. A query
-    that may attend to nothing gets zero weights and a zero output.
+    Parameters
+    ----------
+    query : array_like, shape ``(..., T_q, d_k)``
+        One query per row.
+    key : array_like, shape ``(..., T_k, d_k)``
+        One key per row, the same size ``d_k`` as the queries.
+    value : array_like, shape ``(..., T_k, d_v)``
+        One value per key. Leading dimensions of the three broadcast.
+    mask : array_like of bool, optional
+        Broadcastable to the scores ``(..., T_q, T_k)``; True = may attend
+        (the convention of ``torch.nn.functional.scaled_dot_product_attention``).
+    causal : bool, default False
+        If True, query ``i`` sees only keys ``j <= i`` (top-left aligned, see
+        :func:`selfattention.masks.causal_mask`); combined with ``mask``.
+    scale : float, optional
+        Multiplies the raw scores ``Q K^T``; defaults to ``1 / sqrt(d_k)``.
+
+    Returns
+    -------
+    output : numpy.ndarray, shape ``(..., T_q, d_v)``
+        Each row is a weighted average of the values.
+    weights : numpy.ndarray, shape ``(..., T_q, T_k)``
+        The attention weights; each row sums to 1 (or is all 0 when the
+        query may attend to nothing).
+
+    Raises
+    ------
+    TypeError
+        If an input does not hold real numbers, or ``mask`` is not boolean.
+    ValueError
+        If an input has fewer than 2 dimensions or holds NaN or inf, ``d_k``
+        or ``T_k`` do not match, the leading dimensions do not broadcast,
+        ``mask`` does not broadcast to the scores, ``scale`` is not finite,
+        or the scaled scores overflow the dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from selfattention import scaled_dot_product_attention
+    >>> query = np.array([[1.0, 0.0], [0.0, 1.0]])  # (T_q, d_k) = (2, 2)
+    >>> key = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # (T_k, d_k) = (3, 2)
+    >>> value = np.array([[1.0], [2.0], [3.0]])  # (T_k, d_v) = (3, 1)
+    >>> output, weights = scaled_dot_product_attention(query, key, value)
+    >>> output.shape, weights.shape
+    ((2, 1), (2, 3))
+    >>> weights.round(3).tolist()
+    [[0.401, 0.198, 0.401], [0.198, 0.401, 0.401]]
+    >>> _, weights = scaled_dot_product_attention(query, key, value, causal=True)
+    >>> weights.round(2).tolist()
+    [[1.0, 0.0, 0.0], [0.33, 0.67, 0.0]]
     """
     q = as_float_array(query, "query")
     k = as_float_array(key, "key")

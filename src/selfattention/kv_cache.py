@@ -61,9 +61,7 @@ class KVCache:
         self.key = None
         self.value = None
 
-    def append(
-        self, key: torch.Tensor, value: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def append(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``key`` and ``value`` ``(B, num_kv_heads, T_new, head_dim)`` at the end.
 
         Returns all the cached keys and values, ``(B, num_kv_heads,
@@ -93,9 +91,7 @@ class KVCache:
                     f"holds {tuple(old.shape)}; (B, num_kv_heads, head_dim) must match"
                 )
             if new.dtype != old.dtype:
-                raise ValueError(
-                    f"{name} has dtype {new.dtype} but the cache holds {old.dtype}"
-                )
+                raise ValueError(f"{name} has dtype {new.dtype} but the cache holds {old.dtype}")
         self.key = torch.cat([self.key, key], dim=-2)
         self.value = torch.cat([self.value, value], dim=-2)
         return self.key, self.value

@@ -124,8 +124,7 @@ def padding_mask(lengths: Any, max_len: int | None = None) -> Any:
     max_len = check_positive_int(max_len, "max_len", allow_zero=True)
     if longest > max_len:
         raise ValueError(
-            f"max_len={max_len} is shorter than the longest sequence "
-            f"(lengths {values.tolist()})"
+            f"max_len={max_len} is shorter than the longest sequence (lengths {values.tolist()})"
         )
     mask = np.arange(max_len)[None, :] < values[:, None]  # (B, max_len)
     if torch_input:
@@ -133,3 +132,334 @@ def padding_mask(lengths: Any, max_len: int | None = None) -> Any:
 
         return torch.from_numpy(mask).to(lengths.device)
     return mask
+
+
+# ---------------------------------------------------------------------------
+# Converters between mask conventions (chapter 10's "Rosetta stone").
+#
+# Every converter returns the same kind of array it was given: a numpy array
+# for a numpy input, a torch tensor (same device) for a torch input. The
+# consumers of the converted masks (``F.scaled_dot_product_attention``,
+# ``nn.MultiheadAttention``) want torch tensors; ``causal_mask`` returns
+# numpy, so wrap it with ``torch.from_numpy`` before converting.
+# ---------------------------------------------------------------------------
+
+#: Default ``threshold`` of ``from_additive``, entries at or below it count as
+#: blocked. -1e4 covers -inf, ``finfo(dtype).min`` and the -1e4 / -1e9 fills
+#: common in older code, and is far below any real attention score.
+BLOCKED_THRESHOLD = -1e4
+
+
+def _is_torch(value: Any) -> bool:
+    return type(value).__module__.startswith("torch")
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    return tuple(value.shape)
+
+
+def _check_bool_mask(mask: Any, name: str, hint: str = "") -> Any:
+    """Return ``mask`` (numpy array or torch tensor) after checking it is boolean."""
+    if _is_torch(mask):
+        import torch
+
+        if not isinstance(mask, torch.Tensor):  # pragma: no cover - other torch types
+            raise TypeError(f"{name} must be a tensor or array, got {type(mask).__name__}")
+        if mask.dtype != torch.bool:
+            raise TypeError(
+                f"{name} must be boolean (True = may attend), got dtype {mask.dtype} "
+                f"with shape {_shape(mask)}{hint}"
+            )
+        return mask
+    array = np.asarray(mask)
+    if array.dtype != np.bool_:
+        raise TypeError(
+            f"{name} must be boolean (True = may attend), got dtype {array.dtype} "
+            f"with shape {array.shape}{hint}"
+        )
+    return array
+
+
+def to_additive(keep: Any, dtype: Any = None) -> Any:
+    """Turn a boolean mask (True = may attend) into an additive float mask.
+
+    The result is 0 where ``keep`` is True and ``-inf`` where it is False, to
+    be *added* to the scores before softmax: the float ``attn_mask`` of
+    ``F.scaled_dot_product_attention`` and of ``nn.MultiheadAttention``.
+    (A row that is ``-inf`` everywhere gives NaN in a plain softmax; see
+    chapter 7.)
+
+    Parameters
+    ----------
+    keep : numpy array or torch tensor of bool, any shape
+        True = may attend.
+    dtype : numpy or torch floating dtype, optional
+        The result's dtype; float32 by default. PyTorch wants it to match the
+        query's dtype.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Float mask of the same shape as ``keep``, same library as ``keep``.
+
+    Raises
+    ------
+    TypeError
+        If ``keep`` is not boolean or ``dtype`` is not a floating dtype.
+
+    Examples
+    --------
+    >>> to_additive(np.array([True, False, True]))
+    array([  0., -inf,   0.], dtype=float32)
+    """
+    keep = _check_bool_mask(keep, "keep", "; to_additive converts a boolean mask")
+    if _is_torch(keep):
+        import torch
+
+        dtype = torch.float32 if dtype is None else dtype
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch dtype, got {dtype!r}")
+        additive = torch.zeros(keep.shape, dtype=dtype, device=keep.device)
+        return additive.masked_fill(~keep, float("-inf"))
+    try:
+        np_dtype = np.dtype(np.float32 if dtype is None else dtype)
+    except TypeError:
+        np_dtype = None
+    if np_dtype is None or not np.issubdtype(np_dtype, np.floating):
+        raise TypeError(f"dtype must be a floating numpy dtype, got {dtype!r}")
+    return np.where(keep, 0.0, -np.inf).astype(np_dtype)
+
+
+def from_additive(additive: Any, threshold: float = BLOCKED_THRESHOLD) -> Any:
+    """Turn an additive float mask back into a boolean one (True = may attend).
+
+    Entries equal to 0 become True; entries at or below ``threshold``
+    (``-inf``, ``finfo.min``, -1e9, ...) become False. Anything else is a
+    bias on the scores, not a mask (ALiBi, for instance), and is refused.
+
+    Parameters
+    ----------
+    additive : numpy array or torch tensor of floats, any shape
+        The additive mask.
+    threshold : float
+        Entries ``<= threshold`` count as blocked; must be negative.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Boolean, same shape and library as ``additive``.
+
+    Raises
+    ------
+    TypeError
+        If ``additive`` is not a floating-point array.
+    ValueError
+        If it holds NaN, or values that are neither 0 nor ``<= threshold``.
+
+    Examples
+    --------
+    >>> from_additive(np.array([0.0, -np.inf, -1e9, 0.0]))
+    array([ True, False, False,  True])
+    """
+    if not threshold < 0:
+        raise ValueError(f"threshold must be negative, got {threshold}")
+    if _is_torch(additive):
+        import torch
+
+        if not additive.is_floating_point():
+            raise TypeError(
+                f"additive must be a floating-point mask, got dtype {additive.dtype} "
+                f"with shape {_shape(additive)}"
+            )
+        values = additive.detach().cpu().double().numpy()
+    else:
+        values = np.asarray(additive)
+        if not np.issubdtype(values.dtype, np.floating):
+            raise TypeError(
+                f"additive must be a floating-point mask, got dtype {values.dtype} "
+                f"with shape {values.shape}"
+            )
+    if np.isnan(values).any():
+        raise ValueError(f"additive contains NaN (shape {values.shape})")
+    keep = values == 0
+    neither = ~keep & ~(values <= threshold)
+    if neither.any():
+        example = float(values[neither].flat[0])
+        raise ValueError(
+            f"additive (shape {values.shape}) holds {example!r}, which is neither 0 "
+            f"nor <= {threshold}: it is a bias on the scores, not a mask"
+        )
+    if _is_torch(additive):
+        return torch.from_numpy(keep).to(additive.device)
+    return keep
+
+
+def to_mha_attn_mask(keep: Any, num_heads: int | None = None) -> Any:
+    """Convert a boolean keep-mask into ``nn.MultiheadAttention``'s ``attn_mask``.
+
+    ``nn.MultiheadAttention`` reads a boolean ``attn_mask`` as **True =
+    blocked**, the opposite of this package and of
+    ``F.scaled_dot_product_attention``, and accepts only two shapes:
+    ``(T_q, T_k)`` (the same for every sentence and head) or
+    ``(B * num_heads, T_q, T_k)``, row ``b * num_heads + head``.
+
+    Parameters
+    ----------
+    keep : numpy array or torch tensor of bool
+        True = may attend. ``(T_q, T_k)``; ``(B, T_q, T_k)`` (one mask per
+        sentence, shared by its heads); or ``(B, H, T_q, T_k)`` with ``H`` 1
+        or ``num_heads``. ``T_q`` is not broadcast: a key padding mask
+        ``(B, 1, 1, T_k)`` becomes ``(B * num_heads, 1, T_k)``, right for
+        one query; for more queries use ``to_key_padding_mask``.
+    num_heads : int, optional
+        The module's number of heads; required for 3-D and 4-D ``keep``.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Boolean, True = blocked: ``(T_q, T_k)`` for a 2-D ``keep``, else
+        ``(B * num_heads, T_q, T_k)``.
+
+    Raises
+    ------
+    TypeError
+        If ``keep`` is not boolean, or ``num_heads`` is not an int.
+    ValueError
+        If ``keep`` has another rank, ``num_heads`` is missing for 3-D/4-D
+        input, or the head axis is neither 1 nor ``num_heads``.
+
+    Examples
+    --------
+    >>> to_mha_attn_mask(causal_mask(2)).astype(int)
+    array([[0, 1],
+           [0, 0]])
+    >>> to_mha_attn_mask(np.ones((3, 1, 2, 5), dtype=bool), num_heads=4).shape
+    (12, 2, 5)
+    """
+    keep = _check_bool_mask(keep, "keep")
+    shape = _shape(keep)
+    if len(shape) == 2:
+        return ~keep
+    if len(shape) not in (3, 4):
+        raise ValueError(
+            f"keep must have shape (T_q, T_k), (B, T_q, T_k) or (B, H, T_q, T_k), got {shape}"
+        )
+    if num_heads is None:
+        raise ValueError(
+            f"num_heads is required for a {len(shape)}-D keep of shape {shape}: "
+            "nn.MultiheadAttention wants (B * num_heads, T_q, T_k)"
+        )
+    num_heads = check_positive_int(num_heads, "num_heads")
+    if len(shape) == 3:
+        keep = keep[:, None]
+        shape = _shape(keep)
+    batch, heads, t_q, t_k = shape
+    if heads not in (1, num_heads):
+        raise ValueError(
+            f"keep of shape {shape} has {heads} heads on axis 1; expected 1 or "
+            f"num_heads={num_heads}"
+        )
+    target = (batch, num_heads, t_q, t_k)
+    if _is_torch(keep):
+        expanded = keep.expand(target)
+    else:
+        expanded = np.broadcast_to(keep, target)
+    return ~expanded.reshape(batch * num_heads, t_q, t_k)
+
+
+def to_key_padding_mask(keep: Any) -> Any:
+    """Convert a boolean padding mask into ``nn.MultiheadAttention``'s ``key_padding_mask``.
+
+    ``key_padding_mask`` is ``(B, T_k)`` with **True = padding** (ignored), the
+    opposite of ``padding_mask``, whose True marks real tokens.
+
+    Parameters
+    ----------
+    keep : numpy array or torch tensor of bool
+        True = real token (may be attended to), shape ``(B, T_k)`` as
+        ``padding_mask`` returns it, or its broadcast form ``(B, 1, 1, T_k)``.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Boolean ``(B, T_k)``, True = padding.
+
+    Raises
+    ------
+    TypeError
+        If ``keep`` is not boolean (convert a tokenizer's 1/0 mask with
+        ``from_attention_mask`` first).
+    ValueError
+        If ``keep`` is neither ``(B, T_k)`` nor ``(B, 1, 1, T_k)``.
+
+    Examples
+    --------
+    >>> to_key_padding_mask(padding_mask([3, 1])).astype(int)
+    array([[0, 0, 0],
+           [0, 1, 1]])
+    """
+    keep = _check_bool_mask(
+        keep, "keep", "; for a tokenizer's 1/0 mask use from_attention_mask first"
+    )
+    shape = _shape(keep)
+    if len(shape) == 4 and shape[1] == shape[2] == 1:
+        keep = keep[:, 0, 0, :]
+    elif len(shape) != 2:
+        raise ValueError(f"keep must have shape (B, T_k) or (B, 1, 1, T_k), got {shape}")
+    return ~keep
+
+
+def from_attention_mask(attention_mask: Any) -> Any:
+    """Turn a tokenizer's 1/0 ``attention_mask`` into a boolean mask ``(B, 1, 1, T_k)``.
+
+    Tokenizers return ``attention_mask`` of shape ``(B, T_k)`` with 1 for a
+    real token and 0 for padding. As a mask on the scores ``(B, h, T_q,
+    T_k)`` it must line up with the *key* axis, so it gets two new axes, for
+    the heads and the queries: ``(B, 1, 1, T_k)``. (``mask[:, None, :]``,
+    ``(B, 1, T_k)``, would line the batch up with the heads instead.)
+
+    Parameters
+    ----------
+    attention_mask : numpy array or torch tensor, shape ``(B, T_k)``
+        Integer, boolean or float, holding only 0 and 1.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Boolean ``(B, 1, 1, T_k)``, True = may attend; feed it to this
+        package's attention or to ``F.scaled_dot_product_attention``.
+
+    Raises
+    ------
+    TypeError
+        If ``attention_mask`` is not numeric.
+    ValueError
+        If it is not 2-D or holds values other than 0 and 1.
+
+    Examples
+    --------
+    >>> mask = from_attention_mask(np.array([[1, 1, 0]]))
+    >>> mask.shape, mask.ravel()
+    ((1, 1, 1, 3), array([ True,  True, False]))
+    """
+    torch_input = _is_torch(attention_mask)
+    values = np.asarray(attention_mask.detach().cpu() if torch_input else attention_mask)
+    if not (
+        values.dtype == np.bool_
+        or np.issubdtype(values.dtype, np.integer)
+        or np.issubdtype(values.dtype, np.floating)
+    ):
+        raise TypeError(
+            f"attention_mask must hold 0 and 1, got dtype {values.dtype} with shape {values.shape}"
+        )
+    if values.ndim != 2:
+        raise ValueError(f"attention_mask must have shape (B, T_k), got {values.shape}")
+    if not np.isin(values, (0, 1)).all():
+        raise ValueError(
+            f"attention_mask (shape {values.shape}) must hold only 0 and 1; "
+            "for an additive float mask use from_additive"
+        )
+    keep = values.astype(bool)
+    if torch_input:
+        return (attention_mask != 0)[:, None, None, :]
+    return keep[:, None, None, :]

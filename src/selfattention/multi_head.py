@@ -1,4 +1,7 @@
-"""Multi-head and grouped-query attention as a torch module (chapter 9 builds it, chapter 10 adds masks and the cache)."""
+"""Multi-head and grouped-query attention as a torch module.
+
+Chapter 9 builds it; chapter 10 adds masks and the key/value cache.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +38,15 @@ class MultiHeadAttention(nn.Module):
     num_kv_heads : int, optional
         Number of key/value heads; defaults to ``num_heads`` and must divide it.
 
+    Raises
+    ------
+    TypeError
+        If ``d_model``, ``num_heads`` or ``num_kv_heads`` is not an int.
+    ValueError
+        If one of them is not positive, ``num_heads`` does not divide
+        ``d_model``, ``num_kv_heads`` does not divide ``num_heads``, or
+        ``dropout`` is outside [0, 1).
+
     Examples
     --------
     >>> import torch
@@ -57,16 +69,12 @@ class MultiHeadAttention(nn.Module):
         self.d_model = check_positive_int(d_model, "d_model")
         self.num_heads = check_positive_int(num_heads, "num_heads")
         if d_model % num_heads:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by num_heads={num_heads}"
-            )
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
         self.num_kv_heads = check_positive_int(
             num_heads if num_kv_heads is None else num_kv_heads, "num_kv_heads"
         )
         if num_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_kv_heads={self.num_kv_heads} must divide num_heads={num_heads}"
-            )
+            raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={num_heads}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.head_dim = d_model // num_heads
@@ -85,13 +93,32 @@ class MultiHeadAttention(nn.Module):
         ``view(B, num_heads, T, head_dim)`` would run too, but would mix
         positions and features; the transpose keeps each token's features
         together.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from selfattention import MultiHeadAttention
+        >>> attention = MultiHeadAttention(d_model=8, num_heads=2)
+        >>> heads = attention.split_heads(torch.randn(3, 5, 8))  # (B, T, d_model)
+        >>> tuple(heads.shape)  # (B, num_heads, T, head_dim)
+        (3, 2, 5, 4)
         """
         heads = self.num_heads if num_heads is None else num_heads
         batch, length, _ = x.shape
         return x.view(batch, length, heads, self.head_dim).transpose(1, 2)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, num_heads, T, head_dim) -> (B, T, d_model)``, the inverse of ``split_heads``."""
+        """``(B, num_heads, T, head_dim) -> (B, T, d_model)``, the inverse of ``split_heads``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from selfattention import MultiHeadAttention
+        >>> attention = MultiHeadAttention(d_model=8, num_heads=2)
+        >>> x = torch.randn(3, 5, 8)  # (B, T, d_model)
+        >>> torch.equal(attention.merge_heads(attention.split_heads(x)), x)
+        True
+        """
         batch, _, length, _ = x.shape
         return x.transpose(1, 2).reshape(batch, length, self.d_model)
 
@@ -121,6 +148,34 @@ class MultiHeadAttention(nn.Module):
         Returns ``output (B, T_q, d_model)`` and per-head ``weights
         (B, num_heads, T_q, T_k)``. In training mode with dropout the weights
         are the dropped-out ones, and their rows no longer sum to 1.
+
+        Raises
+        ------
+        TypeError
+            If an input is not a floating-point tensor, ``mask`` is not a
+            boolean tensor, or ``cache`` is not a ``KVCache``.
+        ValueError
+            If an input is not ``(B, T, d_model)``, the batch sizes or the key
+            and value lengths differ, ``mask`` does not broadcast to the
+            scores, or the new keys do not fit the cache.
+
+        Examples
+        --------
+        Decoding one token at a time with a cache gives the same outputs as
+        causal attention over the whole sequence at once:
+
+        >>> import torch
+        >>> from selfattention import KVCache, MultiHeadAttention
+        >>> _ = torch.manual_seed(0)
+        >>> attention = MultiHeadAttention(d_model=8, num_heads=2).eval()
+        >>> x = torch.randn(1, 4, 8)  # (B, T, d_model)
+        >>> full, _ = attention(x, causal=True)
+        >>> cache = KVCache()
+        >>> with torch.no_grad():
+        ...     steps = [attention(x[:, t : t + 1], causal=True, cache=cache)[0]
+        ...              for t in range(4)]
+        >>> len(cache), torch.allclose(torch.cat(steps, dim=1), full, atol=1e-6)
+        (4, True)
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -157,7 +212,7 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(self.merge_heads(context)), weights
 
     @classmethod
-    def from_torch(cls, module: nn.MultiheadAttention) -> "MultiHeadAttention":
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
         """Copy the weights of a ``torch.nn.MultiheadAttention`` into a new module.
 
         PyTorch packs the three input projections into one ``in_proj_weight``
@@ -205,12 +260,16 @@ class MultiHeadAttention(nn.Module):
         weight = module.in_proj_weight
         copy = copy.to(device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
-            for proj, w_part in zip((copy.q_proj, copy.k_proj, copy.v_proj), weight.chunk(3, dim=0)):
+            for proj, w_part in zip(
+                (copy.q_proj, copy.k_proj, copy.v_proj), weight.chunk(3, dim=0), strict=True
+            ):
                 proj.weight.copy_(w_part)
             copy.out_proj.weight.copy_(module.out_proj.weight)
             if has_bias:
                 for proj, b_part in zip(
-                    (copy.q_proj, copy.k_proj, copy.v_proj), module.in_proj_bias.chunk(3, dim=0)
+                    (copy.q_proj, copy.k_proj, copy.v_proj),
+                    module.in_proj_bias.chunk(3, dim=0),
+                    strict=True,
                 ):
                     proj.bias.copy_(b_part)
                 copy.out_proj.bias.copy_(module.out_proj.bias)

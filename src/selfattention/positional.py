@@ -7,13 +7,39 @@ import numpy as np
 from ._checks import check_positive_int
 
 
-def sinusoidal_positional_encoding(
-    length: int, d_model: int, base: float = 10000.0
-) -> np.ndarray:
-    """The fixed (not learned) sinusoidal encoding, shape ``(length, d_model)``.
+def sinusoidal_positional_encoding(length: int, d_model: int, base: float = 10000.0) -> np.ndarray:
+    """The fixed (not learned) sinusoidal positional encoding.
 
-    Column ``2i`` holds ``sin(pos / base**(2i / d_model))`` and column ``2i+1``
-    the cosine of the same angle, interleaved as in the paper.
+    Column ``2i`` holds ``sin(pos / base**(2i / d_model))`` and column
+    ``2i+1`` the cosine of the same angle, interleaved as in the paper.
+
+    Parameters
+    ----------
+    length : int
+        Number of positions ``T``, at least 0.
+    d_model : int
+        Width of each encoding; positive and even (sine/cosine pairs).
+    base : float, default 10000.0
+        The wavelength base; finite and above 1.
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(length, d_model)``
+        Row ``pos`` is the encoding of position ``pos``, float64.
+
+    Raises
+    ------
+    TypeError
+        If ``length`` or ``d_model`` is not an int.
+    ValueError
+        If ``length`` is negative, ``d_model`` is not positive and even, or
+        ``base`` is not a finite number above 1.
+
+    Examples
+    --------
+    >>> from selfattention import sinusoidal_positional_encoding
+    >>> sinusoidal_positional_encoding(3, 4).round(3).tolist()
+    [[0.0, 1.0, 0.0, 1.0], [0.841, 0.54, 0.01, 1.0], [0.909, -0.416, 0.02, 1.0]]
     """
     length = check_positive_int(length, "length", allow_zero=True)
     d_model = check_positive_int(d_model, "d_model")

@@ -13,8 +13,42 @@ class SelfAttention(nn.Module):
     """One attention head: project to Q, K, V, attend, project back.
 
     ``q_proj`` and ``k_proj`` map ``d_model -> d_k``, ``v_proj`` maps
-    ``d_model -> d_v`` and ``out_proj`` maps ``d_v -> d_model``. ``d_k``
-    defaults to ``d_model`` and ``d_v`` to ``d_k``.
+    ``d_model -> d_v`` and ``out_proj`` maps ``d_v -> d_model`` (all
+    ``torch.nn.Linear``). The attention itself is
+    ``softmax(Q K^T / sqrt(d_k)) V``, written out by hand.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the input and output tokens; positive.
+    d_k : int, optional
+        Size of each query and key; defaults to ``d_model``.
+    d_v : int, optional
+        Size of each value; defaults to ``d_k``.
+    bias : bool, default True
+        Whether the four linear layers have biases.
+
+    Raises
+    ------
+    TypeError
+        If ``d_model``, ``d_k`` or ``d_v`` is not an int.
+    ValueError
+        If one of them is not positive.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from selfattention import SelfAttention
+    >>> _ = torch.manual_seed(0)
+    >>> attention = SelfAttention(d_model=4, d_k=2)
+    >>> attention.d_v  # defaults to d_k
+    2
+    >>> x = torch.randn(2, 3, 4)  # (B, T, d_model)
+    >>> output, weights = attention(x, causal=True)
+    >>> tuple(output.shape), tuple(weights.shape)
+    ((2, 3, 4), (2, 3, 3))
+    >>> bool((weights.triu(diagonal=1) == 0).all())  # no query sees a later key
+    True
     """
 
     def __init__(
@@ -32,11 +66,43 @@ class SelfAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None, causal: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attend over ``x`` of shape ``(B, T, d_model)`` or ``(T, d_model)``.
+        """Attend over ``x``: every token is a query, a key and a value.
 
-        ``mask`` is boolean, broadcastable to ``(B, T, T)`` (or ``(T, T)``),
-        True = may attend. Returns ``output`` shaped like ``x`` and
-        ``weights`` of shape ``(B, T, T)`` (or ``(T, T)``).
+        Parameters
+        ----------
+        x : torch.Tensor, shape ``(B, T, d_model)`` or ``(T, d_model)``
+            Floating-point tokens.
+        mask : torch.Tensor of bool, optional
+            Broadcastable to the scores ``(B, T, T)`` (or ``(T, T)``);
+            True = may attend.
+        causal : bool, default False
+            If True, token ``i`` sees only tokens ``j <= i``; combined with
+            ``mask``.
+
+        Returns
+        -------
+        output : torch.Tensor
+            Shaped like ``x``.
+        weights : torch.Tensor, shape ``(B, T, T)`` or ``(T, T)``
+            The attention weights; a row with nothing to attend to is all 0.
+
+        Raises
+        ------
+        TypeError
+            If ``x`` or ``mask`` is not a tensor, ``x`` is not floating-point,
+            or ``mask`` is not boolean.
+        ValueError
+            If ``x`` is not 2-D or 3-D, its last size is not ``d_model``, or
+            ``mask`` does not broadcast to the scores.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from selfattention import SelfAttention
+        >>> attention = SelfAttention(d_model=4)
+        >>> output, weights = attention(torch.randn(3, 4))  # (T, d_model)
+        >>> tuple(output.shape), tuple(weights.shape)
+        ((3, 4), (3, 3))
         """
         check_model_input(x, "x", self.d_model, ranks=(3, 2))
         t = x.shape[-2]

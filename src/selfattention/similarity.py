@@ -12,10 +12,41 @@ from ._checks import as_float_array, broadcast_shapes, check_rank
 def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
     """Pairwise cosine similarity of the rows of ``a`` and ``b``.
 
-    ``a`` is ``(..., n, d)`` and ``b`` is ``(..., m, d)``; the result is
-    ``(..., n, m)`` with entries in [-1, 1]. Each vector is divided by
-    ``max(norm, eps)``, so a zero vector has similarity 0 with everything
-    instead of NaN.
+    Each vector is divided by ``max(norm, eps)``, so a zero vector has
+    similarity 0 with everything instead of NaN.
+
+    Parameters
+    ----------
+    a : array_like, shape ``(..., n, d)``
+        ``n`` vectors of size ``d`` (at least 2-D; one vector is ``(1, d)``).
+    b : array_like, shape ``(..., m, d)``
+        ``m`` vectors of the same size ``d``; leading dimensions broadcast
+        with those of ``a``.
+    eps : float, default 1e-8
+        Smallest norm divided by; must be positive.
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(..., n, m)``
+        Entry ``[i, j]`` is the cosine of the angle between ``a[i]`` and
+        ``b[j]``, in [-1, 1].
+
+    Raises
+    ------
+    TypeError
+        If ``a`` or ``b`` does not hold real numbers.
+    ValueError
+        If ``a`` or ``b`` has fewer than 2 dimensions, holds NaN or inf, the
+        feature sizes ``d`` differ, the leading dimensions do not broadcast,
+        or ``eps`` is not positive.
+
+    Examples
+    --------
+    >>> from selfattention import cosine_similarity
+    >>> a = [[1.0, 0.0], [1.0, 1.0]]
+    >>> b = [[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]]
+    >>> cosine_similarity(a, b).round(3).tolist()
+    [[1.0, 0.0, 0.0], [0.707, 0.707, 0.0]]
     """
     left = as_float_array(a, "a")
     right = as_float_array(b, "b")

@@ -13,11 +13,44 @@ def softmax(x: Any, axis: int = -1, mask: Any | None = None) -> np.ndarray:
     """Softmax of ``x`` along ``axis``, stable for any finite input.
 
     The largest kept entry of each slice is subtracted before ``exp``, so no
-    entry overflows. ``mask`` is boolean and broadcastable to ``x`` with
-    True = keep; masked entries get weight exactly 0, and a slice in which
+    entry overflows. Masked entries get weight exactly 0, and a slice in which
     nothing is kept (or every entry is ``-inf``) comes back as all zeros rather
-    than NaN. float16, float32 and float64 inputs keep their dtype; integers
-    become float64.
+    than NaN.
+
+    Parameters
+    ----------
+    x : array_like
+        Scores of any shape with at least one dimension. float16, float32 and
+        float64 keep their dtype (float16 is summed in float32); integers
+        become float64. ``-inf`` is allowed and means "weight 0".
+    axis : int, default -1
+        The axis that sums to 1.
+    mask : array_like of bool, optional
+        Broadcastable to ``x``; True = keep, False = weight 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        Weights of the same shape as ``x``, each slice along ``axis`` summing
+        to 1 (or all 0 when nothing in it is kept).
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not real numbers, or ``mask`` is not boolean.
+    ValueError
+        If ``x`` is a scalar, holds NaN or ``+inf``, ``axis`` is out of range,
+        or ``mask`` does not broadcast to the shape of ``x``.
+
+    Examples
+    --------
+    >>> from selfattention import softmax
+    >>> softmax([1.0, 2.0, 3.0]).round(3).tolist()
+    [0.09, 0.245, 0.665]
+    >>> softmax([[1.0, 2.0, 3.0]], mask=[[True, True, False]]).round(3).tolist()
+    [[0.269, 0.731, 0.0]]
+    >>> softmax([5.0, 7.0], mask=[False, False]).tolist()
+    [0.0, 0.0]
     """
     scores = as_float_array(x, "x")
     if scores.ndim == 0:
@@ -46,4 +79,3 @@ def softmax(x: Any, axis: int = -1, mask: Any | None = None) -> np.ndarray:
     total = np.sum(exps, axis=axis, keepdims=True)
     weights = np.divide(exps, total, out=np.zeros_like(exps), where=total > 0)
     return weights.astype(out_dtype, copy=False)
-

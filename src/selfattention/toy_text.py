@@ -16,7 +16,8 @@ give the same numbers.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,15 +27,36 @@ from .positional import sinusoidal_positional_encoding
 #: The padding token; its embedding is the zero vector.
 PAD = "<pad>"
 
-#: The whole vocabulary, in id order: id ``i`` is ``VOCABULARY[i]``.
+#: The whole toy vocabulary in id order (id ``i`` is ``VOCABULARY[i]``). Id 0 is
+#: the padding token ``"<pad>"``, whose embedding is zero; then the words of "Hi,
+#: how are you?", "I am fine" and "The animal didn't cross the street because it
+#: was too tired."; then the punctuation marks.
 VOCABULARY: tuple[str, ...] = (
     PAD,
     # "Hi, how are you?" and "I am fine"
-    "hi", "how", "are", "you", "i", "am", "fine",
+    "hi",
+    "how",
+    "are",
+    "you",
+    "i",
+    "am",
+    "fine",
     # "The animal didn't cross the street because it was too tired."
-    "the", "animal", "didn't", "cross", "street", "because", "it", "was", "too", "tired",
+    "the",
+    "animal",
+    "didn't",
+    "cross",
+    "street",
+    "because",
+    "it",
+    "was",
+    "too",
+    "tired",
     # punctuation
-    ",", ".", "?", "!",
+    ",",
+    ".",
+    "?",
+    "!",
 )
 
 _ID = {token: index for index, token in enumerate(VOCABULARY)}
@@ -50,9 +72,33 @@ def _unknown(token: str) -> ValueError:
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into lower-case words and punctuation marks.
 
-    ``tokenize("Hi, how are you?")`` gives ``['hi', ',', 'how', 'are', 'you', '?']``.
-    Raises ``ValueError`` naming the first token that is not in ``VOCABULARY``,
-    or if ``text`` holds no token at all.
+    Parameters
+    ----------
+    text : str
+        A sentence made of words in ``VOCABULARY``.
+
+    Returns
+    -------
+    list of str
+        The tokens, in order.
+
+    Raises
+    ------
+    TypeError
+        If ``text`` is not a str.
+    ValueError
+        If ``text`` holds no token, or a token that is not in ``VOCABULARY``
+        (the message names the first one).
+
+    Examples
+    --------
+    >>> from selfattention import tokenize
+    >>> tokenize("Hi, how are you?")
+    ['hi', ',', 'how', 'are', 'you', '?']
+    >>> tokenize("Hello there")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: unknown token 'hello'; the toy vocabulary is: <pad> hi how ...
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -85,17 +131,72 @@ def _check_tokens(tokens: Any) -> list[str]:
 
 
 def token_ids(tokens: Sequence[str]) -> np.ndarray:
-    """The id of every token, shape ``(T,)``, dtype int64."""
+    """The row of every token in the embedding table (its index in ``VOCABULARY``).
+
+    Parameters
+    ----------
+    tokens : sequence of str
+        ``T >= 1`` tokens, e.g. from :func:`selfattention.tokenize`.
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(T,)``
+        The ids, dtype int64.
+
+    Raises
+    ------
+    TypeError
+        If ``tokens`` is a single str (call ``tokenize`` first) or holds a
+        non-str.
+    ValueError
+        If ``tokens`` is empty or holds a token not in ``VOCABULARY``.
+
+    Examples
+    --------
+    >>> from selfattention import VOCABULARY, token_ids
+    >>> token_ids(["hi", "you"]).tolist()
+    [1, 4]
+    >>> VOCABULARY[4]
+    'you'
+    """
     tokens = _check_tokens(tokens)
     return np.array([_ID[token] for token in tokens], dtype=np.int64)
 
 
 def embedding_table(d_model: int = 4, seed: int = 0) -> np.ndarray:
-    """The fixed toy embedding table, shape ``(len(VOCABULARY), d_model)``.
+    """The fixed toy embedding table, one row per token of ``VOCABULARY``.
 
     Entries are standard normal draws from ``np.random.default_rng(seed)``,
     rounded to one decimal so that a reader can check products by hand. The
-    row of ``PAD`` is zero.
+    row of ``PAD`` (id 0) is zero.
+
+    Parameters
+    ----------
+    d_model : int, default 4
+        Width of each embedding; positive.
+    seed : int, default 0
+        Seed of the draws; at least 0.
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(len(VOCABULARY), d_model)``
+        The table, float64.
+
+    Raises
+    ------
+    TypeError
+        If ``d_model`` or ``seed`` is not an int.
+    ValueError
+        If ``d_model`` is not positive or ``seed`` is negative.
+
+    Examples
+    --------
+    >>> from selfattention import embedding_table
+    >>> table = embedding_table(d_model=4)
+    >>> table.shape
+    (22, 4)
+    >>> table[:2].tolist()  # <pad>, then "hi"
+    [[0.0, 0.0, 0.0, 0.0], [-0.5, 0.4, 1.3, 0.9]]
     """
     d_model = check_positive_int(d_model, "d_model")
     seed = check_positive_int(seed, "seed", allow_zero=True)
@@ -106,10 +207,37 @@ def embedding_table(d_model: int = 4, seed: int = 0) -> np.ndarray:
 
 
 def toy_embeddings(tokens: Sequence[str], d_model: int = 4, seed: int = 0) -> np.ndarray:
-    """Look the tokens up in ``embedding_table(d_model, seed)``: shape ``(T, d_model)``.
+    """Look the tokens up in ``embedding_table(d_model, seed)``.
 
     The embedding of a token does not depend on its position: the same word
     gets the same row wherever it appears.
+
+    Parameters
+    ----------
+    tokens : sequence of str
+        ``T >= 1`` tokens from ``VOCABULARY``.
+    d_model : int, default 4
+        Width of each embedding; positive.
+    seed : int, default 0
+        Seed of the table; at least 0.
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(T, d_model)``
+        One embedding per token.
+
+    Raises
+    ------
+    TypeError
+        As :func:`selfattention.token_ids` and :func:`selfattention.embedding_table`.
+    ValueError
+        As :func:`selfattention.token_ids` and :func:`selfattention.embedding_table`.
+
+    Examples
+    --------
+    >>> from selfattention import tokenize, toy_embeddings
+    >>> toy_embeddings(tokenize("hi how")).tolist()
+    [[-0.5, 0.4, 1.3, 0.9], [-0.7, -1.3, -0.6, 0.0]]
     """
     ids = token_ids(tokens)  # (T,)
     return embedding_table(d_model, seed)[ids]  # (T, d_model)
@@ -118,9 +246,36 @@ def toy_embeddings(tokens: Sequence[str], d_model: int = 4, seed: int = 0) -> np
 def position_aware_embeddings(
     tokens: Sequence[str], d_model: int = 4, seed: int = 0
 ) -> np.ndarray:
-    """``toy_embeddings`` plus the sinusoidal positional encoding: shape ``(T, d_model)``.
+    """``toy_embeddings`` plus the sinusoidal positional encoding.
 
-    ``d_model`` must be even (the encoding comes in sine/cosine pairs).
+    Parameters
+    ----------
+    tokens : sequence of str
+        ``T >= 1`` tokens from ``VOCABULARY``.
+    d_model : int, default 4
+        Width of each embedding; positive and even (the encoding comes in
+        sine/cosine pairs).
+    seed : int, default 0
+        Seed of the table; at least 0.
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(T, d_model)``
+        ``toy_embeddings(tokens, d_model, seed)`` plus
+        ``sinusoidal_positional_encoding(T, d_model)``.
+
+    Raises
+    ------
+    TypeError
+        As :func:`selfattention.toy_embeddings`.
+    ValueError
+        As :func:`selfattention.toy_embeddings`, or if ``d_model`` is odd.
+
+    Examples
+    --------
+    >>> from selfattention import position_aware_embeddings, tokenize
+    >>> position_aware_embeddings(tokenize("hi how")).round(3).tolist()
+    [[-0.5, 1.4, 1.3, 1.9], [0.141, -0.76, -0.59, 1.0]]
     """
     embeddings = toy_embeddings(tokens, d_model, seed)  # (T, d_model)
     return embeddings + sinusoidal_positional_encoding(len(embeddings), d_model)  # (T, d_model)

@@ -30,7 +30,10 @@ CHROMIUM_ARGS = [
 SETTLE = """async () => {
   for (const img of document.images) img.loading = "eager";
   await Promise.all([...document.images].map((img) => img.complete ? null :
-    new Promise((done) => { img.addEventListener("load", done); img.addEventListener("error", done); })));
+    new Promise((done) => {
+      img.addEventListener("load", done);
+      img.addEventListener("error", done);
+    })));
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
   await document.fonts.ready;
   return {

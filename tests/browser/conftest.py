@@ -17,7 +17,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-
 from book_site import AXE_REPORT, CHROMIUM, CHROMIUM_ARGS, SITE, serve
 
 
@@ -33,16 +32,23 @@ def pytest_terminal_summary(terminalreporter):
     if not AXE_REPORT:
         return
     rows = AXE_REPORT.values()
-    own, theme, excused = (sum(len(row[key]) for row in rows) for key in ("own", "theme", "excused"))
+    own, theme, excused = (
+        sum(len(row[key]) for row in rows) for key in ("own", "theme", "excused")
+    )
     minor: dict[str, int] = {}
     for row in rows:
         for rule, count in row["minor"].items():
             minor[rule] = minor.get(rule, 0) + count
     write = terminalreporter.write_line
     terminalreporter.section("axe-core")
-    write(f"{len(AXE_REPORT)} runs. Serious or critical: {own} in the book's content, "
-          f"{theme} from the theme, {excused} excused (AXE_EXCEPTIONS in test_site.py).")
-    write("Moderate or minor (nodes per rule): " + (", ".join(f"{r} {n}" for r, n in sorted(minor.items())) or "none"))
+    write(
+        f"{len(AXE_REPORT)} runs. Serious or critical: {own} in the book's content, "
+        f"{theme} from the theme, {excused} excused (AXE_EXCEPTIONS in test_site.py)."
+    )
+    write(
+        "Moderate or minor (nodes per rule): "
+        + (", ".join(f"{r} {n}" for r, n in sorted(minor.items())) or "none")
+    )
     for name, row in AXE_REPORT.items():
         for item in row["own"] + row["theme"] + row["excused"]:
             write(f"  {name}: {item}")
@@ -78,12 +84,14 @@ def browser():
 
 
 class Tab:
-    """One browser tab that records, for each load, what went wrong on the wire and in the console."""
+    """One browser tab that records, for each load, what went wrong on the wire and console."""
 
-    def __init__(self, browser, origin: str):
+    def __init__(self, browser, origin: str, **context_options):
         self.origin = origin
+        self.context_options = context_options
+        options = {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"}
         self.context = browser.new_context(
-            viewport={"width": 1280, "height": 900}, color_scheme="light", service_workers="block"
+            **{**options, **context_options}, service_workers="block"
         )
         self.page = self.context.new_page()
         self.reset()
@@ -132,5 +140,30 @@ class Tab:
 @pytest.fixture(scope="session")
 def tab(browser, server):
     tab = Tab(browser, server)
+    yield tab
+    tab.context.close()
+
+
+#: A phone in portrait (an iPhone 12-15's CSS size), touch and all.
+PHONE = {
+    "viewport": {"width": 390, "height": 844},
+    "is_mobile": True,
+    "has_touch": True,
+    "device_scale_factor": 2,
+}
+
+
+@pytest.fixture(scope="session")
+def phone(browser, server):
+    """A second tab, on a phone-sized screen, for the checks a phone reader needs."""
+    tab = Tab(browser, server, **PHONE)
+    yield tab
+    tab.context.close()
+
+
+@pytest.fixture
+def tablet(browser, server):
+    """A tab on a tablet-sized screen, where the theme folds the sidebar away (below 992px)."""
+    tab = Tab(browser, server, viewport={"width": 900, "height": 1200}, has_touch=True)
     yield tab
     tab.context.close()

@@ -2,7 +2,16 @@
 
 Each ``check_*`` function takes the reader's function, runs it on several
 cases against the package's reference, prints one line (or the first failing
-case with expected and got values) and returns True or False.
+case with expected and got values) and returns True or False. ``Case`` and
+``run_checks`` build new checkers.
+
+Examples
+--------
+>>> from selfattention import softmax
+>>> from selfattention.exercises import check_stable_softmax
+>>> check_stable_softmax(softmax)  # doctest: +ELLIPSIS
+✓ check_stable_softmax: all ... cases pass
+True
 """
 
 from ._runner import Case, run_checks
@@ -14,6 +23,10 @@ from .ch05 import check_qkv_scores
 from .ch06 import check_scaled_scores
 from .ch07 import check_stable_softmax
 from .ch08 import check_attention_output
+from .ch09 import check_expand_kv_heads, check_split_heads
+from .ch10 import check_additive_mask
+from .ch11 import check_masked_mean
+from .ch12 import check_online_softmax_update
 
 __all__ = [
     "Case",
@@ -26,4 +39,9 @@ __all__ = [
     "check_scaled_scores",
     "check_stable_softmax",
     "check_attention_output",
+    "check_split_heads",
+    "check_expand_kv_heads",
+    "check_additive_mask",
+    "check_masked_mean",
+    "check_online_softmax_update",
 ]

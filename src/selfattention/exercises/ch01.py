@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,10 @@ def check_weighted_average(fn: Callable[[np.ndarray, np.ndarray], Any]) -> bool:
     cases = [
         Case("one important token", (np.array([0.0, 1.0, 0.0]), np.eye(3))),
         Case("equal importance gives the plain mean", (np.ones(4), rng.normal(size=(4, 2)))),
-        Case("importance not summing to 1", (np.array([2.0, 6.0]), np.array([[1.0, 0.0], [0.0, 1.0]]))),
+        Case(
+            "importance not summing to 1",
+            (np.array([2.0, 6.0]), np.array([[1.0, 0.0], [0.0, 1.0]])),
+        ),
         Case("seven tokens, d = 5", (rng.uniform(0.1, 3.0, size=7), rng.normal(size=(7, 5)))),
     ]
     return run_checks("check_weighted_average", fn, reference_weighted_average, cases)

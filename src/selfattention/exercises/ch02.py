@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -32,18 +33,34 @@ def check_soft_lookup(fn: Callable[[np.ndarray, np.ndarray, np.ndarray, float], 
     catalogue = video_catalogue()
     keys, values = np.asarray(catalogue.keys), np.asarray(catalogue.values)
     cases = [
-        Case("one key matches, temperature 1",
-             (np.array([1.0, 0.0]), np.eye(2), np.array([[10.0], [20.0]]), 1.0)),
-        Case("equal scores give the plain mean of the values",
-             (np.zeros(3), rng.normal(size=(4, 3)), rng.normal(size=(4, 2)), 1.0)),
-        Case("the catalogue, query crime + comedy, temperature 2",
-             (catalogue.query(crime=1, comedy=1), keys, values, 2.0)),
-        Case("the catalogue, query fantasy, temperature 0.1",
-             (catalogue.query(fantasy=1), keys, values, 0.1)),
-        Case("d_k = 5, d_v = 2, seven items, temperature 0.5",
-             (rng.normal(size=5), rng.normal(size=(7, 5)), rng.normal(size=(7, 2)), 0.5)),
-        Case("large scores (about 1000), where a bare exp overflows",
-             (np.array([30.0, 0.0]), np.array([[30.0, 0.0], [29.0, 1.0]]),
-              np.array([[1.0, 0.0], [0.0, 1.0]]), 1.0)),
+        Case(
+            "one key matches, temperature 1",
+            (np.array([1.0, 0.0]), np.eye(2), np.array([[10.0], [20.0]]), 1.0),
+        ),
+        Case(
+            "equal scores give the plain mean of the values",
+            (np.zeros(3), rng.normal(size=(4, 3)), rng.normal(size=(4, 2)), 1.0),
+        ),
+        Case(
+            "the catalogue, query crime + comedy, temperature 2",
+            (catalogue.query(crime=1, comedy=1), keys, values, 2.0),
+        ),
+        Case(
+            "the catalogue, query fantasy, temperature 0.1",
+            (catalogue.query(fantasy=1), keys, values, 0.1),
+        ),
+        Case(
+            "d_k = 5, d_v = 2, seven items, temperature 0.5",
+            (rng.normal(size=5), rng.normal(size=(7, 5)), rng.normal(size=(7, 2)), 0.5),
+        ),
+        Case(
+            "large scores (about 1000), where a bare exp overflows",
+            (
+                np.array([30.0, 0.0]),
+                np.array([[30.0, 0.0], [29.0, 1.0]]),
+                np.array([[1.0, 0.0], [0.0, 1.0]]),
+                1.0,
+            ),
+        ),
     ]
     return run_checks("check_soft_lookup", fn, reference_soft_lookup, cases)

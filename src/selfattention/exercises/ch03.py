@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -28,14 +29,22 @@ def check_cosine_similarity(fn: Callable[[np.ndarray, np.ndarray], Any]) -> bool
     rng = np.random.default_rng(3)
     cases = [
         Case("unit vectors along the axes, n = m = 2", (np.eye(2), np.eye(2))),
-        Case("a long key: its length must not matter",
-             (np.array([[1.0, 0.0]]), np.array([[3.0, 4.0], [10.0, 0.0]]))),
-        Case("same, opposite and perpendicular directions give 1, -1 and 0",
-             (np.array([[2.0, 1.0]]), np.array([[4.0, 2.0], [-2.0, -1.0], [-1.0, 2.0]]))),
+        Case(
+            "a long key: its length must not matter",
+            (np.array([[1.0, 0.0]]), np.array([[3.0, 4.0], [10.0, 0.0]])),
+        ),
+        Case(
+            "same, opposite and perpendicular directions give 1, -1 and 0",
+            (np.array([[2.0, 1.0]]), np.array([[4.0, 2.0], [-2.0, -1.0], [-1.0, 2.0]])),
+        ),
         Case("3 queries and 5 keys, d = 4", (rng.normal(size=(3, 4)), rng.normal(size=(5, 4)))),
-        Case("a zero vector gives 0, not NaN",
-             (np.array([[0.0, 0.0], [1.0, 1.0]]), np.array([[1.0, 0.0], [0.0, 0.0]]))),
-        Case("a batch: (2, 3, 4) with (2, 5, 4)",
-             (rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)))),
+        Case(
+            "a zero vector gives 0, not NaN",
+            (np.array([[0.0, 0.0], [1.0, 1.0]]), np.array([[1.0, 0.0], [0.0, 0.0]])),
+        ),
+        Case(
+            "a batch: (2, 3, 4) with (2, 5, 4)",
+            (rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4))),
+        ),
     ]
     return run_checks("check_cosine_similarity", fn, reference_pairwise_cosine, cases)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,19 +22,21 @@ def _common_mistakes(length: int, d_model: int) -> dict[str, np.ndarray]:
     pair_rates = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)  # (d_model/2,)
     angles = positions * pair_rates  # (length, d_model/2)
     column_rates = 10000.0 ** (-np.arange(d_model) / d_model)  # (d_model,)
-    own_index = np.where(np.arange(d_model) % 2 == 0,
-                         np.sin(positions * column_rates), np.cos(positions * column_rates))
+    own_index = np.where(
+        np.arange(d_model) % 2 == 0,
+        np.sin(positions * column_rates),
+        np.cos(positions * column_rates),
+    )
     swapped = np.empty((length, d_model))
     swapped[:, 0::2], swapped[:, 1::2] = np.cos(angles), np.sin(angles)
     return {
         "the columns are all sines, then all cosines; the paper interleaves them: "
-        "column 2i is a sine and column 2i+1 the cosine of the same angle":
-            np.concatenate([np.sin(angles), np.cos(angles)], axis=1),
-        "sine and cosine are swapped: even columns (0, 2, ...) hold the sine":
-            swapped,
+        "column 2i is a sine and column 2i+1 the cosine of the same angle": np.concatenate(
+            [np.sin(angles), np.cos(angles)], axis=1
+        ),
+        "sine and cosine are swapped: even columns (0, 2, ...) hold the sine": swapped,
         "the odd columns use their own index in the exponent; column 2i+1 must use "
-        "the same frequency as column 2i, 1 / 10000**(2i / d_model)":
-            own_index,
+        "the same frequency as column 2i, 1 / 10000**(2i / d_model)": own_index,
     }
 
 

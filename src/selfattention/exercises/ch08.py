@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -10,7 +11,9 @@ from ..functional import scaled_dot_product_attention
 from ._runner import Case, run_checks
 
 
-def reference_attention_output(query: np.ndarray, key: np.ndarray, value: np.ndarray) -> np.ndarray:
+def reference_attention_output(
+    query: np.ndarray, key: np.ndarray, value: np.ndarray
+) -> np.ndarray:
     """The output ``(..., Tq, d_v)`` of scaled dot-product attention, without the weights."""
     output, _ = scaled_dot_product_attention(query, key, value)
     return output
