@@ -277,3 +277,31 @@ def test_every_checker_links_to_its_chapter(name):
     ]
     assert len(rows) == 1, f"appendix/api.md: the list of checkers needs one item with {name}"
     assert f"{{ref}}`{label}`" in rows[0], f"{name}'s item does not link to {label}: {rows[0]}"
+
+
+def chapter_markdown() -> str:
+    """The Markdown of every chapter notebook, in order."""
+    cells = []
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        notebook = json.loads(path.read_text())
+        cells += ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown"]
+    return "\n".join(cells)
+
+
+# Names that a chapter's prose uses for something else: chapter 11's exercise
+# asks the reader to write their own `masked_mean`.
+NOT_THE_PACKAGES = {"selfattention.models.masked_mean"}
+
+
+def test_chapters_link_the_names_they_teach_to_the_reference():
+    """A public name written in a chapter's prose is linked to its entry at least once."""
+    markdown = chapter_markdown()
+    targets = re.findall(r"\{py:(?:func|class|data)\}`[^`]*<([\w.]+)>`", markdown)
+    linked = [resolve(target) for target in targets]  # ImportError: a role names nothing
+    unlinked = []
+    for name, obj in sorted(API.items()):
+        short = name.rsplit(".", 1)[1]
+        mentioned = re.search(r"(?<![`>\w.])`" + re.escape(short) + r"(\(|`)", markdown)
+        if mentioned and name not in NOT_THE_PACKAGES and not any(obj is o for o in linked):
+            unlinked.append(name)
+    assert not unlinked, f"link the first prose mention with a {{py:...}} role: {unlinked}"
