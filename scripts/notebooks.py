@@ -20,6 +20,8 @@ from nbclient import NotebookClient
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUDGET_SECONDS = 20.0
+# The capstone trains six small models; its issue allows it 60 s.
+BUDGETS = {"11_training_attention.ipynb": 60.0}
 
 
 def merge_streams(notebook: nbformat.NotebookNode) -> None:
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
     slow = []
     if args.mode == "bench":
-        print(f"{'notebook':<45} {'seconds':>8}  (budget {BUDGET_SECONDS:.0f} s each)")
+        print(f"{'notebook':<45} {'seconds':>8}  (budget {BUDGET_SECONDS:.0f} s; ch. 11: 60 s)")
     for path in paths:
         notebook, seconds = run(path)
         if args.mode == "execute":
@@ -81,11 +83,12 @@ def main(argv: list[str] | None = None) -> int:
             shown = path.relative_to(ROOT) if path.is_absolute() else path
             print(f"executed {shown} in {seconds:.1f} s")
         else:
-            flag = "" if seconds <= BUDGET_SECONDS else "  OVER BUDGET"
+            budget = BUDGETS.get(path.name, BUDGET_SECONDS)
+            flag = "" if seconds <= budget else "  OVER BUDGET"
             slow += [path.name] if flag else []
             print(f"{path.name:<45} {seconds:8.1f}{flag}")
     if slow:
-        print(f"{len(slow)} notebook(s) over the {BUDGET_SECONDS:.0f} s budget: {', '.join(slow)}")
+        print(f"{len(slow)} notebook(s) over their budget: {', '.join(slow)}")
     return 0
 
 
