@@ -113,13 +113,7 @@ def test_printed_output_fits_the_page_without_scrolling(notebook):
     """Printed lines share the code column: at most 79 characters, or the reader scrolls."""
     for index, cell in enumerate(code_cells(notebook)):
         for output in cell.outputs:
-            if output.output_type == "stream":
-                text = output.text
-            else:
-                text = str(output.get("data", {}).get("text/plain", ""))
-                if "image/png" in output.get("data", {}):
-                    continue
-            for line in text.splitlines():
+            for line in text_of(output).splitlines():
                 assert len(line) <= MAX_CODE_LINE, (
                     f"code cell {index} prints a line of {len(line)} characters: {line[:60]!r}..."
                 )

@@ -169,7 +169,10 @@ def chunked_attention(
             else:
                 s = torch.bmm(q_tile, k_blocks[index])  # (N, bq, bk) scaled scores
             if causal and k1 - 1 > q0:
-                # A diagonal tile: hide key j from query i where j > i.
+                # A diagonal tile: hide key j from query i where j > i. Built
+                # here, not with masks.causal_mask: a tile's diagonal is offset
+                # by q0 - k0, and cutting it from the full triangle would hold
+                # the T_q x T_k matrix this function exists to avoid.
                 rows = torch.arange(q0, q1, device=q.device)[:, None]
                 cols = torch.arange(k0, k1, device=q.device)[None, :]
                 future = cols > rows  # (bq, bk)

@@ -108,7 +108,7 @@ def padding_mask(lengths: Any, max_len: int | None = None) -> Any:
     >>> padding_mask([2], max_len=4).astype(int)
     array([[1, 1, 0, 0]])
     """
-    torch_input = type(lengths).__module__.startswith("torch")
+    torch_input = _is_torch(lengths)
     values = np.asarray(lengths.detach().cpu() if torch_input else lengths)
     if values.dtype == np.bool_ or not np.issubdtype(values.dtype, np.integer):
         if not (values.size == 0 and values.dtype == np.float64):
