@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from selfattention import chunked_attention
-from selfattention.attention_torch import attend
+from selfattention.layers.attention_torch import attend
 
 METHODS = ("sdpa", "naive", "mha", "chunked")
 MIB = 2**20

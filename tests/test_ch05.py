@@ -13,7 +13,7 @@ from selfattention import (
     tokenize,
     toy_embeddings,
 )
-from selfattention.toy_text import PAD
+from selfattention.toys.toy_text import PAD
 
 # --- the checker --------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import selfattention
 from selfattention import chunked_attention
-from selfattention.chunked import peak_tensor_bytes
+from selfattention.layers.chunked import peak_tensor_bytes
 
 
 class RecordOps(TorchDispatchMode):
@@ -308,7 +308,7 @@ def test_bad_inputs(args, kwargs, error, pattern):
 def test_docstring_example_runs():
     import doctest
 
-    import selfattention.chunked as module
+    import selfattention.layers.chunked as module
 
     result = doctest.testmod(module)
     assert result.attempted >= 1 and result.failed == 0

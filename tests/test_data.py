@@ -6,9 +6,9 @@ from collections import Counter
 import pytest
 import torch
 
-from selfattention import data as data_module
 from selfattention import padding_mask
-from selfattention.data import (
+from selfattention.toys import data as data_module
+from selfattention.toys.data import (
     FILLER_WORDS,
     GIVEAWAY_WORDS,
     PAD,

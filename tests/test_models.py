@@ -5,11 +5,11 @@ import doctest
 import pytest
 import torch
 
-from selfattention import models as models_module
-from selfattention import training as training_module
-from selfattention.data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
-from selfattention.models import AttentionClassifier, masked_mean, pooled_attention
-from selfattention.training import EpochResult, evaluate, train_classifier
+from selfattention.toys import models as models_module
+from selfattention.toys import training as training_module
+from selfattention.toys.data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
+from selfattention.toys.models import AttentionClassifier, masked_mean, pooled_attention
+from selfattention.toys.training import EpochResult, evaluate, train_classifier
 
 VOCAB = len(SERIES_VOCABULARY)
 CLASSES = len(SERIES)

@@ -1,15 +1,29 @@
 """selfattention: the shared package of *Attention, Step by Step*.
 
-numpy functions hold the hand math the chapters derive; torch modules hold
-the layers. Every mask in the package uses True = may attend.
+Every mask in the package uses True = may attend. The code is grouped by job:
+
+- ``selfattention.handmath``: the formulas of Part I in numpy (similarity,
+  positional encoding, softmax, scaled dot-product attention);
+- ``selfattention.layers``: attention as torch layers (``SelfAttention``,
+  ``MultiHeadAttention``, ``KVCache``, chunked attention);
+- ``selfattention.masks``: building and converting masks, for numpy and torch;
+- ``selfattention.toys``: the toy data, models and training of the chapters;
+- ``selfattention.book``: notebook setup and the book's figure style;
+- ``selfattention.exercises``: the checkers of the chapters' exercises.
+
+The names the chapters use most are exported here, so ``from selfattention
+import MultiHeadAttention`` works wherever the class lives.
 """
 
-from .catalogue import Catalogue, video_catalogue
-from .chunked import chunked_attention
-from .data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
-from .functional import scaled_dot_product_attention
-from .images import patchify, synthetic_image
-from .kv_cache import KVCache
+from .book.notebook import setup
+from .handmath.functional import scaled_dot_product_attention
+from .handmath.positional import sinusoidal_positional_encoding
+from .handmath.similarity import cosine_similarity
+from .handmath.softmax import softmax
+from .layers.chunked import chunked_attention
+from .layers.kv_cache import KVCache
+from .layers.multi_head import MultiHeadAttention
+from .layers.self_attention import SelfAttention
 from .masks import (
     causal_mask,
     from_additive,
@@ -19,14 +33,11 @@ from .masks import (
     to_key_padding_mask,
     to_mha_attn_mask,
 )
-from .models import AttentionClassifier
-from .multi_head import MultiHeadAttention
-from .notebook import setup
-from .positional import sinusoidal_positional_encoding
-from .self_attention import SelfAttention
-from .similarity import cosine_similarity
-from .softmax import softmax
-from .toy_text import (
+from .toys.catalogue import Catalogue, video_catalogue
+from .toys.data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
+from .toys.images import patchify, synthetic_image
+from .toys.models import AttentionClassifier
+from .toys.toy_text import (
     VOCABULARY,
     embedding_table,
     position_aware_embeddings,
@@ -34,7 +45,7 @@ from .toy_text import (
     tokenize,
     toy_embeddings,
 )
-from .training import train_classifier
+from .toys.training import train_classifier
 
 __version__ = "0.1.0"
 

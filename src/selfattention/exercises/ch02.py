@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..catalogue import video_catalogue
-from ..softmax import softmax
+from ..handmath.softmax import softmax
+from ..toys.catalogue import video_catalogue
 from ._runner import Case, run_checks
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..similarity import cosine_similarity
+from ..handmath.similarity import cosine_similarity
 from ._runner import Case, run_checks
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..positional import sinusoidal_positional_encoding
+from ..handmath.positional import sinusoidal_positional_encoding
 from ._runner import Case, _to_numpy, run_checks
 
 

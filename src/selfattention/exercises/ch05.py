@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..toy_text import position_aware_embeddings, tokenize
+from ..toys.toy_text import position_aware_embeddings, tokenize
 from ._runner import Case, run_checks
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..softmax import softmax
+from ..handmath.softmax import softmax
 from ._runner import Case, run_checks
 
 #: (atol, rtol) per input dtype. float16 keeps about three significant digits;

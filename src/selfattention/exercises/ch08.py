@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..functional import scaled_dot_product_attention
+from ..handmath.functional import scaled_dot_product_attention
 from ._runner import Case, run_checks
 
 

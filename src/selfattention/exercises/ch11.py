@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..models import masked_mean
+from ..toys.models import masked_mean
 from ._runner import Case, run_checks
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int
-from .multi_head import MultiHeadAttention
-from .positional import sinusoidal_positional_encoding
+from .._checks import check_positive_int
+from ..handmath.positional import sinusoidal_positional_encoding
+from ..layers.multi_head import MultiHeadAttention
 
 
 def _check_ids_and_mask(ids: torch.Tensor, mask: torch.Tensor) -> None:

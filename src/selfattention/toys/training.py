@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ._checks import check_positive_int
+from .._checks import check_positive_int
 from .data import Batch
 
 
@@ -58,8 +58,8 @@ def evaluate(model: nn.Module, batch: Batch) -> tuple[float, float]:
 
     Examples
     --------
-    >>> from selfattention.data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
-    >>> from selfattention.models import AttentionClassifier
+    >>> from selfattention.toys.data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
+    >>> from selfattention.toys.models import AttentionClassifier
     >>> _ = torch.manual_seed(0)
     >>> model = AttentionClassifier(len(SERIES_VOCABULARY), len(SERIES))
     >>> loss, accuracy = evaluate(model, make_batch(make_lines(30)))
@@ -116,8 +116,8 @@ def train_classifier(
 
     Examples
     --------
-    >>> from selfattention.data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
-    >>> from selfattention.models import AttentionClassifier
+    >>> from selfattention.toys.data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
+    >>> from selfattention.toys.models import AttentionClassifier
     >>> _ = torch.manual_seed(0)
     >>> model = AttentionClassifier(len(SERIES_VOCABULARY), len(SERIES))
     >>> history = train_classifier(model, make_batch(make_lines(60)), epochs=2, log=None)

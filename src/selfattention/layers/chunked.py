@@ -19,7 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ._checks import check_attention_shapes, check_positive_int
+from .._checks import check_attention_shapes, check_positive_int
 from .attention_torch import check_float_tensor
 
 #: The default tile side. Measured with ``make bench-attention`` on a 2-core

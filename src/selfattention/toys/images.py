@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_float_array, check_positive_int
+from .._checks import as_float_array, check_positive_int
 
 #: RGB colour of the object (a warm red) and the two corners of the background gradient.
 OBJECT_COLOUR = np.array([0.90, 0.25, 0.15])

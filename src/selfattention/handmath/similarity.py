@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_float_array, broadcast_shapes, check_rank
+from .._checks import as_float_array, broadcast_shapes, check_rank
 
 
 def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:

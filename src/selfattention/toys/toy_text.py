@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_positive_int
-from .positional import sinusoidal_positional_encoding
+from .._checks import check_positive_int
+from ..handmath.positional import sinusoidal_positional_encoding
 
 #: The padding token; its embedding is the zero vector.
 PAD = "<pad>"

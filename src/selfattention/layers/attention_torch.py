@@ -3,7 +3,7 @@
 Written out by hand (no call to PyTorch's fused kernel) because the book
 teaches it; the tests compare it with ``F.scaled_dot_product_attention``.
 This module is also the one home of the torch side's input checks and of its
-masked softmax (the numpy side's is ``selfattention.softmax``).
+masked softmax (the numpy side's is ``selfattention.handmath.softmax``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import math
 
 import torch
 
-from ._checks import check_mask_shape
-from .masks import causal_mask
+from .._checks import check_mask_shape
+from ..masks import causal_mask
 
 
 def check_float_tensor(tensor: object, name: str) -> torch.Tensor:
@@ -24,7 +24,7 @@ def check_float_tensor(tensor: object, name: str) -> torch.Tensor:
     Examples
     --------
     >>> import torch
-    >>> from selfattention.attention_torch import check_float_tensor
+    >>> from selfattention.layers.attention_torch import check_float_tensor
     >>> check_float_tensor(torch.tensor([1, 2]), "x")
     Traceback (most recent call last):
         ...
@@ -49,7 +49,7 @@ def check_model_input(
     Examples
     --------
     >>> import torch
-    >>> from selfattention.attention_torch import check_model_input
+    >>> from selfattention.layers.attention_torch import check_model_input
     >>> check_model_input(torch.zeros(8), "x", d_model=4, ranks=(3, 2))
     Traceback (most recent call last):
         ...
@@ -87,7 +87,7 @@ def combine_masks(
     Examples
     --------
     >>> import torch
-    >>> from selfattention.attention_torch import combine_masks
+    >>> from selfattention.layers.attention_torch import combine_masks
     >>> keys_kept = torch.tensor([True, True, False])  # hide the third key
     >>> keep = combine_masks(keys_kept, True, (2, 3), torch.device("cpu"))
     >>> keep.int().tolist()
@@ -123,7 +123,7 @@ def masked_softmax(scores: torch.Tensor, keep: torch.Tensor | None) -> torch.Ten
     Examples
     --------
     >>> import torch
-    >>> from selfattention.attention_torch import masked_softmax
+    >>> from selfattention.layers.attention_torch import masked_softmax
     >>> scores = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
     >>> keep = torch.tensor([[True, True, False], [False, False, False]])
     >>> masked_softmax(scores, keep).double().round(decimals=3).tolist()
@@ -155,7 +155,7 @@ def attend(
     Examples
     --------
     >>> import torch
-    >>> from selfattention.attention_torch import attend
+    >>> from selfattention.layers.attention_torch import attend
     >>> query = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # (T_q, d_k)
     >>> key = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # (T_k, d_k)
     >>> value = torch.tensor([[1.0], [2.0], [3.0]])  # (T_k, d_v)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._checks import check_positive_int
-from .masks import padding_mask
+from .._checks import check_positive_int
+from ..masks import padding_mask
 
 #: The series in label order; label ``c`` is ``SERIES[c]``.
 SERIES: tuple[str, ...] = ("Game of Thrones", "Star Wars", "Harry Potter")

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_bool_mask, as_float_array, check_mask_shape
+from .._checks import as_bool_mask, as_float_array, check_mask_shape
 
 
 def softmax(x: Any, axis: int = -1, mask: Any | None = None) -> np.ndarray:

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_bool_mask, as_float_array, check_attention_shapes, check_mask_shape
-from .masks import causal_mask
+from .._checks import as_bool_mask, as_float_array, check_attention_shapes, check_mask_shape
+from ..masks import causal_mask
 from .softmax import softmax
 
 

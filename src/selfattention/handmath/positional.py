@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_positive_int
+from .._checks import check_positive_int
 
 
 def sinusoidal_positional_encoding(length: int, d_model: int, base: float = 10000.0) -> np.ndarray:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int
+from .._checks import check_positive_int
 from .attention_torch import attend, check_model_input, combine_masks
 from .kv_cache import KVCache
 

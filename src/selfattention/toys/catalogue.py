@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_float_array
+from .._checks import as_float_array
 
 #: What each key axis measures, from 0 (not at all) to 1 (entirely).
 KEY_AXES: tuple[str, ...] = ("fantasy", "crime", "comedy", "nature")

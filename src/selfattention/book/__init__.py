@@ -1,0 +1,1 @@
+"""Helpers for the notebooks: ``notebook.setup`` and the figure style in ``plotting``."""

@@ -1,0 +1,7 @@
+"""Attention as torch layers: the modules, the key/value cache, chunked attention.
+
+``attention_torch`` (the formula and the input checks the modules share),
+``self_attention`` (one head, chapter 8), ``multi_head`` (heads, grouped-query
+attention, masks and the cache, chapters 9-10), ``kv_cache`` (chapter 10) and
+``chunked`` (the online softmax, chapter 12).
+"""
