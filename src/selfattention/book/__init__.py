@@ -1,1 +1,2 @@
-"""Helpers for the notebooks: ``notebook.setup`` and the figure style in ``plotting``."""
+"""Helpers for the notebooks: ``notebook.setup``, the figure style in ``plotting``, and
+``measure.count_multiply_adds``."""

@@ -1,0 +1,56 @@
+"""Counting the work a piece of torch code really does (chapters 9 and 10)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def count_multiply_adds(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Run ``fn(*args, **kwargs)`` once and return the multiply-adds of its matrix products.
+
+    PyTorch's ``torch.utils.flop_counter.FlopCounterMode`` records every
+    matrix product (``mm``, ``bmm``, ``addmm``, ``matmul``, fused attention,
+    convolutions) with its real shapes and reports floating-point
+    operations, two per multiply-add (one multiplication, one addition);
+    this returns half its total. Softmax, masking, bias additions and other
+    element-wise operations are not counted. ``fn`` runs under
+    ``torch.no_grad()`` (a forward pass only), and what it returns is
+    discarded; anything it changes, such as a ``KVCache``, stays changed.
+
+    Parameters
+    ----------
+    fn : callable
+        The code to measure, for example a module or a function.
+    *args, **kwargs
+        Passed to ``fn``.
+
+    Returns
+    -------
+    int
+        Multiply-adds of every matrix product in one call of ``fn``.
+
+    Raises
+    ------
+    TypeError
+        If ``fn`` is not callable.
+
+    Examples
+    --------
+    A ``(2, 3) @ (3, 4)`` product is 2 * 4 dot products of length 3:
+
+    >>> import torch
+    >>> count_multiply_adds(torch.matmul, torch.ones(2, 3), torch.ones(3, 4))
+    24
+    >>> layer = torch.nn.Linear(16, 8, bias=False)
+    >>> count_multiply_adds(layer, torch.ones(5, 16))  # 5 rows of 16 x 8
+    640
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        fn(*args, **kwargs)
+    return int(counter.get_total_flops()) // 2
