@@ -23,6 +23,7 @@ from .handmath.softmax import softmax
 from .layers.chunked import chunked_attention
 from .layers.kv_cache import KVCache
 from .layers.multi_head import MultiHeadAttention
+from .layers.rotary import permute_rotary_rows, rotary_embedding
 from .layers.self_attention import SelfAttention
 from .masks import (
     causal_mask,
@@ -57,6 +58,8 @@ __all__ = [
     "causal_mask",
     "chunked_attention",
     "padding_mask",
+    "permute_rotary_rows",
+    "rotary_embedding",
     "from_additive",
     "from_attention_mask",
     "to_additive",
