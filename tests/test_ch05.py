@@ -9,11 +9,12 @@ from selfattention import (
     exercises,
     position_aware_embeddings,
     sinusoidal_positional_encoding,
+    softmax,
     token_ids,
     tokenize,
     toy_embeddings,
 )
-from selfattention.toys.toy_text import PAD
+from selfattention.toys.toy_text import PAD, running_example
 
 # --- the checker --------------------------------------------------------------------------
 
@@ -191,3 +192,56 @@ def test_position_aware_embeddings_bad_inputs():
         position_aware_embeddings("Hi, how are you?")
     with pytest.raises(ValueError, match=r"unknown token 'doing'"):
         position_aware_embeddings(["how", "doing"])
+
+
+# --- the running example of chapters 5 to 8 -------------------------------------------------
+
+
+def test_running_example_is_the_sentence_of_chapter_5_with_fixed_weights():
+    example = running_example()
+    assert example.sentence == "Hi, how are you?"
+    assert example.tokens == ("hi", ",", "how", "are", "you", "?")
+    assert (example.T, example.d_model, example.d_k, example.d_v) == (6, 4, 3, 2)
+    np.testing.assert_array_equal(example.X, position_aware_embeddings(example.tokens, 4))
+    # The weights never drift: chapters 5 to 8 print and assert numbers made from them.
+    np.testing.assert_array_equal(
+        example.W_Q, [[1.0, -1.3, 0.2], [-0.3, -0.2, -0.1], [-1.0, -0.1, -0.4], [1.7, 0.1, -0.2]]
+    )
+    np.testing.assert_array_equal(
+        example.W_K, [[-0.1, -0.3, -0.5], [-0.2, 0.2, -0.1], [0.5, -0.1, 0.0], [0.8, 0.3, -0.3]]
+    )
+    np.testing.assert_array_equal(
+        example.W_V, [[-0.1, 0.3], [1.0, -0.1], [-0.1, 0.5], [-0.4, -0.1]]
+    )
+    np.testing.assert_array_equal(example.W_O, [[0.4, 0.3, 0.0, 0.3], [-1.4, 0.5, -0.5, -0.8]])
+    for matrix in (example.X, example.W_Q, example.W_K, example.W_V, example.W_O):
+        assert matrix.dtype == np.float64
+        assert not np.signbit(matrix[matrix == 0]).any(), "no -0.0 entries"
+
+
+def test_running_example_numbers_that_the_chapters_follow():
+    """One score, S[4, 0] (query "you", key "hi"), from Q K^T to the output row."""
+    example = running_example()
+    Q, K, V = example.X @ example.W_Q, example.X @ example.W_K, example.X @ example.W_V
+    S = Q @ K.T  # (T, T)
+    scaled = S / np.sqrt(example.d_k)  # (T, T)
+    A = softmax(scaled)  # (T, T)
+    output = A @ V  # (T, d_v), O in the book
+    Y = output @ example.W_O  # (T, d_model)
+    assert round(float(S[4, 0]), 3) == 5.916  # chapter 5, by hand
+    assert round(float(scaled[4, 0]), 3) == 3.416  # chapter 6
+    assert round(float(A[4, 0]), 3) == 0.490  # chapter 7
+    assert int(A[4].argmax()) == 0  # "you" attends most to "hi"
+    np.testing.assert_allclose(output[4], [-0.538, -0.040], atol=5e-4)  # chapter 8
+    np.testing.assert_allclose(Y[4], [-0.159, -0.182, 0.020, -0.129], atol=5e-4)
+    assert not np.allclose(S, S.T)
+    assert np.linalg.matrix_rank(example.W_Q @ example.W_K.T) == example.d_k
+    assert np.linalg.matrix_rank(example.W_V @ example.W_O) == example.d_v
+
+
+def test_running_example_builds_new_arrays_on_every_call():
+    first = running_example()
+    first.X[0, 0] = 100.0
+    first.W_Q[:] = 0.0
+    second = running_example()
+    assert second.X[0, 0] != 100.0 and second.W_Q.any()

@@ -1,6 +1,6 @@
 """A tiny fixed vocabulary and toy embeddings for the book's example sentences.
 
-Chapter 5 introduces "Hi, how are you?" and chapters 7, 8 and 10 reuse it;
+Chapter 5 introduces "Hi, how are you?" and chapters 6 to 8 and 10 reuse it;
 chapter 8 batches it with the answer "I am fine", and chapter 10 lets the two
 sentences attend to each other. Chapter 5 also uses "The animal didn't
 cross the street because it was too tired." Every word of these sentences is
@@ -9,14 +9,16 @@ in ``VOCABULARY``; anything else is rejected with a ``ValueError`` naming it.
 The pipeline is ``tokenize`` (text to tokens), ``token_ids`` (tokens to
 rows of the table), ``toy_embeddings`` (a lookup in a fixed, seeded table)
 and ``position_aware_embeddings`` (the lookup plus the sinusoidal encoding).
-Everything is deterministic: the same text, ``d_model`` and ``seed`` always
-give the same numbers.
+``running_example`` adds the four fixed projections that chapters 5 to 8
+carry from the scores ``Q K^T`` to the output. Everything is deterministic:
+the same text, ``d_model`` and ``seed`` always give the same numbers.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -279,3 +281,125 @@ def position_aware_embeddings(
     """
     embeddings = toy_embeddings(tokens, d_model, seed)  # (T, d_model)
     return embeddings + sinusoidal_positional_encoding(len(embeddings), d_model)  # (T, d_model)
+
+
+# The seed of the running example's weights: with it the query "you" scores
+# the key "hi" highest, a pattern the chapters can follow from score to output.
+_RUNNING_SEED = 3
+_RUNNING_SENTENCE = "Hi, how are you?"
+_RUNNING_SIZES = {"d_model": 4, "d_k": 3, "d_v": 2}
+
+
+@dataclass(frozen=True, eq=False)
+class RunningExample:
+    """The numbers that chapters 5 to 8 carry from ``Q K^T`` to the output.
+
+    Build it with :func:`selfattention.toys.toy_text.running_example`. The
+    matrices act on row vectors, as everywhere in the book: ``Q = X W_Q``.
+    The sizes are four different numbers, ``T = 6``, ``d_model = 4``,
+    ``d_k = 3`` and ``d_v = 2``, so that a product of two wrong axes fails.
+
+    Attributes
+    ----------
+    sentence : str
+        ``"Hi, how are you?"``.
+    tokens : tuple of str
+        Its ``T = 6`` tokens, ``('hi', ',', 'how', 'are', 'you', '?')``.
+    X : numpy.ndarray, shape ``(T, d_model) = (6, 4)``
+        The position-aware embeddings,
+        ``position_aware_embeddings(tokens, d_model=4)``.
+    W_Q : numpy.ndarray, shape ``(d_model, d_k) = (4, 3)``
+        The query projection.
+    W_K : numpy.ndarray, shape ``(d_model, d_k) = (4, 3)``
+        The key projection.
+    W_V : numpy.ndarray, shape ``(d_model, d_v) = (4, 2)``
+        The value projection.
+    W_O : numpy.ndarray, shape ``(d_v, d_model) = (2, 4)``
+        The output projection.
+
+    Examples
+    --------
+    >>> from selfattention.toys.toy_text import running_example
+    >>> example = running_example()
+    >>> example.T, example.d_model, example.d_k, example.d_v
+    (6, 4, 3, 2)
+    >>> example.W_O.shape  # (d_v, d_model)
+    (2, 4)
+    """
+
+    sentence: str
+    tokens: tuple[str, ...]
+    X: np.ndarray
+    W_Q: np.ndarray
+    W_K: np.ndarray
+    W_V: np.ndarray
+    W_O: np.ndarray
+
+    @property
+    def T(self) -> int:
+        """The number of tokens, 6."""
+        return len(self.tokens)
+
+    @property
+    def d_model(self) -> int:
+        """The width of an embedding, 4."""
+        return int(self.X.shape[1])
+
+    @property
+    def d_k(self) -> int:
+        """The size of a query and of a key, 3."""
+        return int(self.W_Q.shape[1])
+
+    @property
+    def d_v(self) -> int:
+        """The size of a value, 2."""
+        return int(self.W_V.shape[1])
+
+
+def running_example() -> RunningExample:
+    """The running example of chapters 5 to 8: "Hi, how are you?" and its projections.
+
+    ``X`` is ``position_aware_embeddings(tokenize("Hi, how are you?"),
+    d_model=4)``, as chapter 5 builds it. The four weight matrices stand for
+    the projections of an untrained model: normal draws with standard
+    deviation ``1 / sqrt(d_model) = 0.5`` from ``np.random.default_rng(3)``,
+    drawn in the order ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and rounded to one
+    decimal so that products can be checked by hand. There are no biases.
+
+    Every call builds new arrays, so a notebook that changes one changes
+    nothing elsewhere, and every call gives the same numbers.
+
+    Returns
+    -------
+    RunningExample
+        The sentence, its tokens, ``X`` ``(6, 4)``, ``W_Q`` and ``W_K``
+        ``(4, 3)``, ``W_V`` ``(4, 2)`` and ``W_O`` ``(2, 4)``, all float64.
+
+    Examples
+    --------
+    >>> from selfattention.toys.toy_text import running_example
+    >>> example = running_example()
+    >>> example.tokens
+    ('hi', ',', 'how', 'are', 'you', '?')
+    >>> example.W_Q.tolist()  # (d_model, d_k)
+    [[1.0, -1.3, 0.2], [-0.3, -0.2, -0.1], [-1.0, -0.1, -0.4], [1.7, 0.1, -0.2]]
+    >>> Q = example.X @ example.W_Q  # (T, d_k)
+    >>> K = example.X @ example.W_K  # (T, d_k)
+    >>> S = Q @ K.T                  # (T, T), the raw scores
+    >>> round(float(S[4, 0]), 3)     # query "you" (row 4), key "hi" (column 0)
+    5.916
+    """
+    tokens = tuple(tokenize(_RUNNING_SENTENCE))
+    d_model, d_k, d_v = (_RUNNING_SIZES[name] for name in ("d_model", "d_k", "d_v"))
+    rng = np.random.default_rng(_RUNNING_SEED)
+    scale = 1.0 / np.sqrt(d_model)
+    weights = [
+        np.round(rng.normal(scale=scale, size=shape), 1) + 0.0  # + 0.0 turns -0.0 into 0.0
+        for shape in ((d_model, d_k), (d_model, d_k), (d_model, d_v), (d_v, d_model))
+    ]
+    return RunningExample(
+        _RUNNING_SENTENCE,
+        tokens,
+        position_aware_embeddings(tokens, d_model=d_model),  # (T, d_model)
+        *weights,
+    )
