@@ -2,10 +2,11 @@
 
 ``chunked_attention`` computes ``softmax(Q K^T * scale) V`` exactly, but walks
 over tiles of queries and keys and keeps, for each query, only a running
-maximum, a running sum and a running output. The ``T_q x T_k`` score matrix
-is never held in memory, only one ``block_size x block_size`` tile of it at a
-time. This is the idea behind FlashAttention (Dao et al., 2022), written with
-ordinary torch operations instead of one fused kernel.
+maximum ``m``, a running sum ``z`` and a running output ``o`` (chapter 12's
+names). The ``T_q x T_k`` score matrix is never held in memory, only one
+``b_q x b_k`` tile of it at a time (``b_q = b_k = block_size``). This is the
+idea behind FlashAttention (Dao et al., 2022), written with ordinary torch
+operations instead of one fused kernel.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from torch.utils._pytree import tree_leaves
 from .._checks import check_attention_shapes, check_positive_int
 from .attention_torch import check_float_tensor
 
-#: The default tile side. Measured with ``make bench-attention`` on a 2-core
-#: CPU (4 heads, d_k = 64, T = 4096): 256 was fastest (1.29x SDPA's time), 512
-#: and 1024 within 2%, 128 a third slower and 64 2.5 times slower. Larger tiles
-#: gain nothing and hold more memory; one 256 x 256 float32 tile is 256 KiB.
+#: The default tile side: the largest power of two whose float32 tile of
+#: scores and its query, key and value rows (d_k = d_v = 64) fit in 1 MiB, a
+#: typical per-core L2 cache. Chapter 12, exercise 1, derives it and reports
+#: the timings of the other block sizes (``make bench-attention`` measures them).
 DEFAULT_BLOCK_SIZE = 256
 
 
@@ -62,7 +63,8 @@ def chunked_attention(
         Multiplies the raw scores; defaults to ``1 / sqrt(d_k)``. Any finite
         number, as in PyTorch.
     block_size : int
-        The side of one query-by-key tile of scores.
+        The side of one query-by-key tile of scores: ``b_q = b_k = block_size``
+        queries and keys.
 
     Returns
     -------
@@ -73,14 +75,17 @@ def chunked_attention(
     Notes
     -----
     For each query the function keeps a running maximum ``m`` of the scores
-    seen so far, a running sum ``l`` of ``exp(score - m)`` and a running
-    output ``acc``. A new tile of scores ``s`` updates them as
-    ``m' = max(m, max(s))``, ``l' = l exp(m - m') + sum(exp(s - m'))`` and
-    ``acc' = acc exp(m - m') + exp(s - m') V_tile``; the output is
-    ``acc / l`` (the online softmax of Milakov and Gimelshein, 2018). The
-    sum ``l`` is computed as the last column of ``acc``, by appending a
-    column of ones to the values: one matrix product updates both. Extra
-    memory is ``O(T_q (d_v + block_size))`` instead of ``O(T_q T_k)``.
+    seen so far, a running sum ``z`` of ``exp(score - m)`` and a running
+    unnormalised output ``o``. A new tile of scores ``s`` updates them as
+    ``m' = max(m, max(s))``, ``z' = z exp(m - m') + sum(exp(s - m'))`` and
+    ``o' = o exp(m - m') + exp(s - m') V_tile``; the output is ``o / z``
+    (the online softmax of Milakov and Gimelshein, 2018). ``o`` and ``z``
+    share one array, ``acc``: a column of ones appended to the values makes
+    ``z`` its last column, so one matrix product updates both. Extra memory,
+    per batch element and head, is ``O(T_q d_v)`` for the output,
+    ``O(T_k d_v)`` for that copy of the values with a column of ones, and
+    ``O(block_size (block_size + d_k + d_v))`` for one tile and its running
+    state, instead of ``O(T_q T_k)``.
     float16 and bfloat16 inputs are computed in float32 and cast back.
     Gradients flow through the function, but autograd then stores every tile,
     so training memory is quadratic again (FlashAttention recomputes tiles in
@@ -131,7 +136,7 @@ def chunked_attention(
     v = flat(value, t_k, d_v)  # (N, T_k, d_v)
     n = q.shape[0]
     # A column of ones after the values: the product with the weights then
-    # gives the running sum l as an extra output column, saving a pass over
+    # gives the running sum z as an extra output column, saving a pass over
     # every tile of scores. O(T_k d_v) memory, like the values themselves.
     v1 = torch.cat(
         [v, torch.ones(n, t_k, 1, dtype=work, device=v.device)], dim=-1
@@ -145,16 +150,16 @@ def chunked_attention(
     lowest = torch.finfo(work).min  # finite: a fully masked row never makes inf - inf
 
     # Views of the key and value tiles, cut once rather than once per query tile.
-    k_blocks = k_t.split(block, dim=2)  # (N, d_k, bk) each
-    v_blocks = v1.split(block, dim=1)  # (N, bk, d_v + 1) each
+    k_blocks = k_t.split(block, dim=2)  # (N, d_k, b_k) each
+    v_blocks = v1.split(block, dim=1)  # (N, b_k, d_v + 1) each
     pieces = []
     tile = None  # the reusable (N, block, block) buffer of scores
     for q0 in range(0, t_q, block):
         q1 = min(q0 + block, t_q)
-        # The scale goes on the query tile: O(bq d_k) work, not O(bq T_k).
-        q_tile = q[:, q0:q1] * scale  # (N, bq, d_k)
+        # The scale goes on the query tile: O(b_q d_k) work, not O(b_q T_k).
+        q_tile = q[:, q0:q1] * scale  # (N, b_q, d_k)
         m = torch.full((n, q1 - q0, 1), lowest, dtype=work, device=q.device)  # running max
-        # The running output, unnormalised, and in its last column the running sum l.
+        # The running output o, unnormalised, and in its last column the running sum z.
         acc = torch.zeros((n, q1 - q0, d_v + 1), dtype=work, device=q.device)
         # Causal: query i sees keys j <= i, so keys from q1 on are all in the future.
         k_end = min(t_k, q1) if causal else t_k
@@ -165,9 +170,9 @@ def chunked_attention(
                 # Full tiles reuse one buffer: no allocation per tile.
                 if tile is None:
                     tile = torch.empty(n, block, block, dtype=work, device=q.device)
-                s = torch.bmm(q_tile, k_blocks[index], out=tile)  # (N, bq, bk) scaled scores
+                s = torch.bmm(q_tile, k_blocks[index], out=tile)  # (N, b_q, b_k) scaled scores
             else:
-                s = torch.bmm(q_tile, k_blocks[index])  # (N, bq, bk) scaled scores
+                s = torch.bmm(q_tile, k_blocks[index])  # (N, b_q, b_k) scaled scores
             if causal and k1 - 1 > q0:
                 # A diagonal tile: hide key j from query i where j > i. Built
                 # here, not with masks.causal_mask: a tile's diagonal is offset
@@ -175,25 +180,25 @@ def chunked_attention(
                 # the T_q x T_k matrix this function exists to avoid.
                 rows = torch.arange(q0, q1, device=q.device)[:, None]
                 cols = torch.arange(k0, k1, device=q.device)[None, :]
-                future = cols > rows  # (bq, bk)
+                future = cols > rows  # (b_q, b_k)
                 s = (
                     s.masked_fill_(future, float("-inf"))
                     if inplace
                     else s.masked_fill(future, float("-inf"))
                 )
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (N, bq, 1)
-            alpha = torch.exp(m - m_new)  # (N, bq, 1) rescales the old sum and output
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (N, b_q, 1)
+            alpha = torch.exp(m - m_new)  # (N, b_q, 1) rescales the old sum and output
             if inplace:
-                p = s.sub_(m_new).exp_()  # (N, bq, bk) unnormalised weights
+                p = s.sub_(m_new).exp_()  # (N, b_q, b_k) unnormalised weights
                 acc.mul_(alpha).baddbmm_(p, v_blocks[index])  # acc * alpha + p [V | 1]
             else:
                 p = torch.exp(s - m_new)
                 acc = torch.baddbmm(acc * alpha, p, v_blocks[index])
             m = m_new
-        row_sum = acc[:, :, d_v:]  # (N, bq, 1) the running sum l
-        # l = 0 only for a query with no key at all: its row stays zero.
+        row_sum = acc[:, :, d_v:]  # (N, b_q, 1) the running sum z
+        # z = 0 only for a query with no key at all: its row stays zero.
         safe = torch.where(row_sum > 0, row_sum, torch.ones_like(row_sum))
-        tile_out = acc[:, :, :d_v] / safe  # (N, bq, d_v)
+        tile_out = acc[:, :, :d_v] / safe  # (N, b_q, d_v)
         # A NaN or inf in the inputs, or scores that overflow, reach the
         # output; checking tile by tile keeps the check's memory small.
         if not torch.isfinite(tile_out).all():
@@ -271,9 +276,12 @@ def peak_tensor_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     in-place results are not new memory. The count is exact and the same on
     every machine, unlike the process's resident memory. It sees only
     tensors created through torch operations: not the allocator's overhead,
-    nor scratch memory inside a C++ kernel. (While counting, PyTorch runs
-    ``F.scaled_dot_product_attention`` through its plain math path, so its
-    count is that path's.) The result is dropped before returning, but is
+    nor scratch memory inside a C++ kernel. So a fused kernel counts as its
+    outputs: ``F.scaled_dot_product_attention`` on 4-D CPU inputs runs its
+    fused (flash) kernel, and counts as the output plus one log-sum-exp per
+    query (0.25 MiB for one head, ``T = 1024``, ``d_k = 64``); on 2-D or 3-D
+    inputs it takes its plain math path, which holds the ``T x T`` scores
+    and weights (8.25 MiB). The result is dropped before returning, but is
     counted in the peak.
 
     Examples
