@@ -24,8 +24,8 @@ def test_reference_split_matches_the_module_and_slices_features():
     x = torch.randn(2, 5, 12)  # (B, T, d_model)
     heads = reference_split_heads(x, 3)  # (B, h, T, d_head)
     torch.testing.assert_close(heads, module.split_heads(x), rtol=0, atol=0)
-    for i in range(3):
-        torch.testing.assert_close(heads[:, i], x[..., 4 * i : 4 * (i + 1)], rtol=0, atol=0)
+    for r in range(3):  # head r
+        torch.testing.assert_close(heads[:, r], x[..., 4 * r : 4 * (r + 1)], rtol=0, atol=0)
     torch.testing.assert_close(module.merge_heads(heads), x, rtol=0, atol=0)
 
 
@@ -69,7 +69,7 @@ def reshape_and_permute(x, num_heads):
 
 def by_slicing(x, num_heads):
     d_head = x.shape[-1] // num_heads
-    return torch.stack([x[..., i * d_head : (i + 1) * d_head] for i in range(num_heads)], dim=1)
+    return torch.stack([x[..., r * d_head : (r + 1) * d_head] for r in range(num_heads)], dim=1)
 
 
 @pytest.mark.parametrize("right", [view_and_transpose, reshape_and_permute, by_slicing])
@@ -85,7 +85,7 @@ def test_split_checker_catches_the_bare_view(capsys):
 
     assert check_split_heads(bare_view) is False
     out = capsys.readouterr().out
-    assert "✗ check_split_heads: case 1 (h = 2, T = 3, entries 10 t + l)\n  values differ" in out
+    assert "✗ check_split_heads: case 1 (h = 2, T = 3, entries 10 i + l)\n  values differ" in out
     assert "values differ" in out and "expected:" in out and "got:" in out
 
 
@@ -95,7 +95,7 @@ def test_split_checker_catches_heads_that_take_every_h_th_feature(capsys):
         return x.view(batch, length, d_model // num_heads, num_heads).permute(0, 3, 1, 2)
 
     assert check_split_heads(interleaved) is False
-    assert "case 1 (h = 2, T = 3, entries 10 t + l)\n  values differ" in (capsys.readouterr().out)
+    assert "case 1 (h = 2, T = 3, entries 10 i + l)\n  values differ" in (capsys.readouterr().out)
 
 
 def test_split_checker_catches_a_missing_transpose_by_its_shape(capsys):
@@ -105,7 +105,7 @@ def test_split_checker_catches_a_missing_transpose_by_its_shape(capsys):
 
     assert check_split_heads(no_transpose) is False
     assert (
-        "case 1 (h = 2, T = 3, entries 10 t + l)\n  shape (1, 3, 2, 2) instead of (1, 2, 3, 2)"
+        "case 1 (h = 2, T = 3, entries 10 i + l)\n  shape (1, 3, 2, 2) instead of (1, 2, 3, 2)"
         in (capsys.readouterr().out)
     )
 

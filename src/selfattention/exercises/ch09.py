@@ -13,8 +13,8 @@ from ._runner import Case, run_checks
 def reference_split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``(B, T, d_model) -> (B, num_heads, T, d_model // num_heads)`` with view + transpose.
 
-    Head ``i`` holds features ``i * d_head`` to ``(i + 1) * d_head - 1`` of
-    every token, and row ``t`` of every head is token ``t``.
+    Head ``r`` holds features ``r * d_head`` to ``(r + 1) * d_head - 1`` of
+    every token, and row ``i`` of every head is token ``i``.
 
     Examples
     --------
@@ -32,8 +32,8 @@ def reference_expand_kv_heads(kv: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``(B, num_kv_heads, T, d_head) -> (B, num_heads, T, d_head)`` for grouped-query attention.
 
     Each key/value head is repeated for the ``num_heads // num_kv_heads``
-    consecutive query heads of its group, so query head ``i`` reads key/value
-    head ``i // (num_heads // num_kv_heads)``: the layout of
+    consecutive query heads of its group, so query head ``r`` reads key/value
+    head ``g = r // (num_heads // num_kv_heads)``: the layout of
     ``F.scaled_dot_product_attention(..., enable_gqa=True)``.
 
     Examples
@@ -46,24 +46,27 @@ def reference_expand_kv_heads(kv: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 
 def _labelled(batch: int, length: int, width: int) -> torch.Tensor:
-    """A float tensor whose entry ``[b, t, l]`` is ``100 b + 10 t + l``: easy to read back."""
-    b = torch.arange(batch, dtype=torch.float64).view(-1, 1, 1)
-    t = torch.arange(length, dtype=torch.float64).view(1, -1, 1)
+    """A float tensor whose entry ``[s, i, l]`` is ``100 s + 10 i + l``: easy to read back.
+
+    ``s`` is the sequence in the batch, ``i`` the token, ``l`` the feature.
+    """
+    sequence = torch.arange(batch, dtype=torch.float64).view(-1, 1, 1)
+    token = torch.arange(length, dtype=torch.float64).view(1, -1, 1)
     feature = torch.arange(width, dtype=torch.float64).view(1, 1, -1)
-    return 100 * b + 10 * t + feature
+    return 100 * sequence + 10 * token + feature
 
 
 def check_split_heads(fn: Callable[[torch.Tensor, int], Any]) -> bool:
     """Check ``fn(x, num_heads)`` that splits ``x (B, T, d_model)`` into ``(B, h, T, d_head)``.
 
-    The first case holds the numbers ``10 t + l`` (token ``t``, feature
+    The first case holds the numbers ``10 i + l`` (token ``i``, feature
     ``l``), so a failure shows which token and feature landed where. A bare
     ``x.view(B, h, T, d_head)`` fails it: its heads hold whole tokens, not
     slices of every token's features.
     """
     generator = torch.Generator().manual_seed(9)
     cases = [
-        Case("h = 2, T = 3, entries 10 t + l", (_labelled(1, 3, 4), 2)),
+        Case("h = 2, T = 3, entries 10 i + l", (_labelled(1, 3, 4), 2)),
         Case(
             "B = 2, T = 5, d_model = 12, h = 3",
             (torch.randn(2, 5, 12, generator=generator, dtype=torch.float64), 3),
