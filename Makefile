@@ -13,6 +13,8 @@ PORT ?= 8000
 CHROMIUM := $(firstword $(wildcard /usr/bin/chromium) $(shell command -v chromium 2>/dev/null))
 # The browser tests need neither the unit tests' conftest (torch) nor nbval.
 BROWSER_PYTEST := --confcutdir=tests/browser -p no:nbval
+# Nor does the rendered-HTML check, which reads the pages the strict build wrote.
+RENDERED_PYTEST := --confcutdir=tests/rendered -p no:nbval
 
 .DEFAULT_GOAL := help
 .PHONY: help setup book test lint format pre-commit pre-commit-install test-unit test-notebooks test-book test-browser pdf screenshot lab serve execute bench bench-attention clean
@@ -53,15 +55,16 @@ pre-commit-install: $(STAMP) ## Install the pre-commit hooks into .git/hooks
 	$(BIN)/pre-commit install
 
 test-unit: $(STAMP) ## Unit, property and notebook-hygiene tests, and every docstring example
-	$(BIN)/pytest tests --ignore=tests/browser
+	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/rendered
 	$(BIN)/pytest --doctest-modules src
 
 test-notebooks: $(STAMP) ## Re-execute every chapter with nbval and compare outputs
 	$(BIN)/pytest $(NBVAL) chapters
 
-test-book: $(STAMP) ## Build the site from a clean _build with warnings as errors
+test-book: $(STAMP) ## Build the site from a clean _build with warnings as errors; no raw MyST on its pages
 	rm -rf _build
 	$(BIN)/jupyter-book build . $(JB_STRICT)
+	$(BIN)/pytest tests/rendered $(RENDERED_PYTEST)
 
 test-browser: $(STAMP) ## Chromium on every page of _build/html: offline, math, images, search, axe
 	@test -f _build/html/index.html || { echo "No site yet: run 'make book' first"; exit 1; }
