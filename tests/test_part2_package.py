@@ -257,3 +257,185 @@ def test_numpy_attention_names_overflowing_scores():
     big = np.full((2, 4), 1e200)
     with pytest.raises(ValueError, match=r"the scores Q K\^T \* scale overflow float64"):
         scaled_dot_product_attention(big, big, big)
+
+
+# A call that raises changes nothing (validate, then change state)
+
+
+def snapshot(module, cache):
+    """Everything a failed call must leave alone: parameters, mode, and the cache."""
+    state = {name: tensor.clone() for name, tensor in module.state_dict().items()}
+    held = None if cache.key is None else (cache.key.clone(), cache.value.clone())
+    return state, module.training, len(cache), held
+
+
+def assert_unchanged(module, cache, before):
+    state, training, length, held = before
+    after = module.state_dict()
+    assert after.keys() == state.keys()
+    for name, tensor in state.items():
+        torch.testing.assert_close(after[name], tensor, rtol=0, atol=0, equal_nan=True)
+    assert module.training == training
+    assert len(cache) == length
+    if held is None:
+        assert cache.key is None and cache.value is None
+    else:
+        assert cache.key.dtype == held[0].dtype and cache.value.dtype == held[1].dtype
+        assert torch.equal(cache.key, held[0]) and torch.equal(cache.value, held[1])
+
+
+def test_a_bad_mask_does_not_corrupt_the_cache():
+    """The expert read's reproduction: a raising call used to store its token first."""
+    module = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(1, 6, 8)  # (B, T, d_model)
+    full, _ = module(x, causal=True)
+    cache = KVCache()
+    with torch.no_grad():
+        module(x[:, :5], causal=True, cache=cache)
+        assert len(cache) == 5
+        before = snapshot(module, cache)
+        with pytest.raises(TypeError, match="mask must be boolean"):
+            module(x[:, 5:], mask=torch.ones(1, 6), cache=cache)
+        assert_unchanged(module, cache, before)
+        retry, _ = module(x[:, 5:], causal=True, cache=cache)  # (B, 1, d_model)
+    assert len(cache) == 6
+    torch.testing.assert_close(retry, full[:, 5:], atol=ATOL, rtol=0)
+
+
+def bad_calls(x_step):
+    """(label, keyword arguments, error, pattern) of calls that must raise with a cache."""
+    meta = torch.empty(1, 1, 8, device="meta")
+    nan = x_step.clone()
+    nan[0, 0, 3] = float("nan")
+    return [
+        ("float mask", dict(mask=torch.ones(1, 6)), TypeError, "mask must be boolean"),
+        ("mask shape", dict(mask=torch.ones(1, 5, dtype=torch.bool)), ValueError, "mask of shape"),
+        ("causal 1", dict(causal=1), TypeError, "causal must be a bool, got int 1"),
+        ("causal 'yes'", dict(causal="yes"), TypeError, "causal must be a bool, got str 'yes'"),
+        ("float32 query", dict(query=x_step.float()), TypeError, "query has dtype torch.float32"),
+        ("meta query", dict(query=meta), ValueError, "query is on the meta device"),
+        ("NaN query", dict(query=nan), ValueError, "query contains NaN"),
+        ("inf key", dict(key=x_step * float("inf")), ValueError, "key contains inf"),
+        ("value length", dict(value=torch.zeros(1, 2, 8)), ValueError, "key and value must"),
+        (
+            "batch",
+            dict(query=x_step.expand(2, 1, 8)),
+            ValueError,
+            r"cache holds keys .* \(2, 2, T",
+        ),
+        ("int query", dict(query=x_step.long()), TypeError, "query must be a floating-point"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(11))
+def test_a_raising_cached_call_leaves_cache_and_module_unchanged(case):
+    module = MultiHeadAttention(8, 2)  # training mode: dropout 0, but the mode must survive
+    cache = KVCache()
+    x = torch.randn(1, 6, 8)  # (B, T, d_model)
+    module(x[:, :5], causal=True, cache=cache)
+    x_step = x[:, 5:]  # (B, 1, d_model)
+    label, kwargs, error, pattern = bad_calls(x_step)[case]
+    arguments = dict(query=x_step, cache=cache) | kwargs
+    before = snapshot(module, cache)
+    with pytest.raises(error, match=pattern):
+        module(**arguments)
+    assert_unchanged(module, cache, before)
+
+
+def test_a_cache_of_another_dtype_is_refused_by_name():
+    module = MultiHeadAttention(8, 2)
+    cache = KVCache()
+    module.float()(torch.randn(1, 3, 8, dtype=torch.float32), cache=cache)
+    module.double()
+    before = snapshot(module, cache)
+    with pytest.raises(TypeError, match=r"cache holds keys of dtype torch.float32"):
+        module(torch.randn(1, 1, 8), cache=cache)
+    assert_unchanged(module, cache, before)
+
+
+def test_a_parameter_with_nan_raises_instead_of_returning_nan():
+    module = MultiHeadAttention(8, 2)
+    cache = KVCache()
+    module(torch.randn(1, 3, 8), cache=cache)
+    with torch.no_grad():
+        module.v_proj.weight[0, 0] = float("nan")
+    before = snapshot(module, cache)
+    with pytest.raises(ValueError, match=r"parameter v_proj.weight .* holds NaN"):
+        module(torch.randn(1, 1, 8), cache=cache)
+    assert_unchanged(module, cache, before)
+
+
+def test_overflowing_scores_raise_instead_of_returning_nan():
+    module = MultiHeadAttention(8, 2).to(torch.float16)
+    cache = KVCache()
+    with pytest.raises(ValueError, match=r"output overflows torch.float16"):
+        module(torch.full((1, 3, 8), 3000.0, dtype=torch.float16), cache=cache)
+    assert len(cache) == 0 and cache.key is None
+
+
+def test_a_fully_masked_row_still_gives_zero_weights_not_an_error():
+    module = MultiHeadAttention(8, 2)
+    keep = torch.ones(1, 1, 3, 3, dtype=torch.bool)
+    keep[..., 1, :] = False  # query 1 may attend to nothing
+    output, weights = module(torch.randn(1, 3, 8), mask=keep)
+    assert torch.all(weights[:, :, 1] == 0) and torch.isfinite(output).all()
+
+
+@pytest.mark.parametrize(
+    "key,value,error,pattern",
+    [
+        (
+            torch.zeros(1, 2, 3, 4, dtype=torch.float32),
+            torch.zeros(1, 2, 3, 4, dtype=torch.float64),
+            TypeError,
+            r"value has dtype torch.float64, key torch.float32",
+        ),
+        (
+            torch.zeros(1, 2, 3, 4),
+            torch.zeros(1, 2, 3, 4, device="meta"),
+            ValueError,
+            "value is on the meta device",
+        ),
+        (
+            torch.zeros(1, 2, 3, 4),
+            torch.full((1, 2, 3, 4), float("nan")),
+            ValueError,
+            "value contains NaN",
+        ),
+        (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 2, 4), ValueError, r"agree on \(B, num_kv"),
+    ],
+)
+def test_kv_cache_first_append_checks_key_against_value(key, value, error, pattern):
+    cache = KVCache()
+    with pytest.raises(error, match=pattern):
+        cache.append(key, value)
+    assert len(cache) == 0 and cache.key is None and cache.value is None
+
+
+def test_kv_cache_append_that_raises_keeps_the_cache():
+    cache = KVCache()
+    cache.append(torch.zeros(1, 2, 3, 4), torch.ones(1, 2, 3, 4))
+    held = cache.key, cache.value
+    bad = [
+        (
+            torch.zeros(1, 2, 1, 4, dtype=torch.float32),
+            torch.zeros(1, 2, 1, 4, dtype=torch.float32),
+        ),
+        (torch.zeros(1, 2, 1, 4, device="meta"), torch.zeros(1, 2, 1, 4, device="meta")),
+        (torch.zeros(1, 2, 1, 4), torch.full((1, 2, 1, 4), float("inf"))),
+        (torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4)),
+    ]
+    for key, value in bad:
+        with pytest.raises((TypeError, ValueError), match="key|value"):
+            cache.append(key, value)
+        assert cache.key is held[0] and cache.value is held[1] and len(cache) == 3
+
+
+def test_numpy_masks_work_in_the_torch_modules():
+    """padding_mask of a list returns numpy; the modules convert it (torch.from_numpy)."""
+    module = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 4, 8)  # (B, T, d_model)
+    real = padding_mask([4, 2])  # numpy (B, T)
+    from_numpy, _ = module(x, mask=real[:, None, None, :])
+    from_torch, _ = module(x, mask=torch.from_numpy(real)[:, None, None, :])
+    torch.testing.assert_close(from_numpy, from_torch, atol=0, rtol=0)

@@ -1,8 +1,28 @@
-"""Input validation shared by the numpy functions and the torch modules.
+"""The package's one input-checking layer, shared by the numpy functions and the torch modules.
 
-Every check works on shapes and dtypes only, so the same messages appear
-whether the caller passed a numpy array or a torch tensor. Each message names
-the argument and the shape (or dtype) it got.
+Every public function and module of the package checks its arguments here,
+so the same mistake gets the same message everywhere. Each message names the
+argument and shows what it got (its type and value, or its shape and dtype).
+The rules, written once (the API reference's introduction repeats them):
+
+- **Types**: a wrong type raises ``TypeError``; a wrong shape, size, range,
+  device or value raises ``ValueError``.
+- **Flags** (``causal``, ``bias``) take ``True`` or ``False`` only (a Python
+  or numpy bool): ``1``, ``"yes"`` and ``None`` are refused.
+- **Numbers** are checked for type first (``dropout="0.1"`` is a
+  ``TypeError`` naming ``dropout``), then for range; bools are not numbers.
+- **Non-finite input**: arrays and tensors of numbers holding NaN or inf
+  raise ``ValueError`` naming the argument. Two arguments are masks, not
+  numbers, and take ``-inf`` by definition: the scores of ``softmax`` (where
+  ``-inf`` means weight 0) and the additive mask of ``from_additive``.
+- **Agreement**: tensors that are combined must share one dtype
+  (``TypeError``) and one device (``ValueError``), with each other, with a
+  module's parameters and with a key/value cache. Nothing is converted
+  silently, because a conversion would change precision or copy data. The
+  ``meta`` device is refused: it holds no values to compute with.
+- **Masks** are boolean, True = may attend. Every consumer takes a mask as a
+  numpy array, a list or a torch tensor, and converts it losslessly to what
+  it computes with (a numpy mask becomes a tensor on the scores' device).
 """
 
 from __future__ import annotations
@@ -11,15 +31,309 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 Shape = tuple[int, ...]
 
+#: The hint a boolean-mask error ends with: how to convert the other conventions.
+MASK_HINT = (
+    "convert a 0/1 mask with (mask != 0), an additive mask with from_additive, "
+    "or nn.MultiheadAttention's True = blocked mask with ~mask"
+)
 
-def as_float_array(value: Any, name: str) -> np.ndarray:
+
+def describe(value: Any) -> str:
+    """A short description of ``value`` for an error message: its type, and its value or shape.
+
+    Examples
+    --------
+    >>> describe("yes"), describe(1)
+    ("str 'yes'", 'int 1')
+    >>> describe(np.zeros((2, 3)))
+    'ndarray of shape (2, 3) and dtype float64'
+    >>> import torch
+    >>> describe(torch.zeros(2, dtype=torch.int64))
+    'Tensor of shape (2,) and dtype torch.int64 on cpu'
+    """
+    if isinstance(value, torch.Tensor):
+        return (
+            f"{type(value).__name__} of shape {tuple(value.shape)} and dtype {value.dtype} "
+            f"on {value.device}"
+        )
+    if isinstance(value, np.ndarray):
+        return f"ndarray of shape {value.shape} and dtype {value.dtype}"
+    if value is None or isinstance(value, (bool, int, float, complex, str, np.generic)):
+        text = repr(value)
+        text = text if len(text) <= 40 else text[:37] + "..."
+        return f"{type(value).__name__} {text}"
+    return type(value).__name__
+
+
+# ---------------------------------------------------------------------------
+# Flags and numbers
+# ---------------------------------------------------------------------------
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """Return ``value`` as a Python bool, refusing anything that is not ``True`` or ``False``.
+
+    ``numpy.bool_`` is accepted; ``1``, ``"yes"``, ``None`` and tensors are not,
+    so a misplaced positional argument cannot switch a feature on silently.
+
+    Parameters
+    ----------
+    value : bool
+        The flag.
+    name : str
+        The argument's name, used in the error message.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a bool.
+
+    Examples
+    --------
+    >>> check_flag(True, "causal")
+    True
+    >>> check_flag(1, "causal")
+    Traceback (most recent call last):
+        ...
+    TypeError: causal must be a bool, got int 1
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {describe(value)}")
+
+
+def _is_real_number(value: Any) -> bool:
+    return not isinstance(value, (bool, np.bool_)) and isinstance(
+        value, (int, float, np.integer, np.floating)
+    )
+
+
+def check_real(
+    value: Any,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    kind: str = "a real number",
+) -> float:
+    """Return ``value`` as a finite float after checking its type and range.
+
+    Parameters
+    ----------
+    value : int or float
+        A Python or numpy real number; bools, strings and tensors are refused.
+    name : str
+        The argument's name, used in error messages.
+    low, high : float, optional
+        The bounds; ``low_open``/``high_open`` exclude them.
+    kind : str, default "a real number"
+        What the type error says ``value`` must be.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number.
+    ValueError
+        If ``value`` is NaN, infinite or out of range.
+
+    Examples
+    --------
+    >>> check_real(0.1, "dropout", low=0, high=1, high_open=True)
+    0.1
+    >>> check_real("0.1", "dropout", low=0, high=1, high_open=True)
+    Traceback (most recent call last):
+        ...
+    TypeError: dropout must be a real number, got str '0.1'
+    >>> check_real(1.0, "dropout", low=0, high=1, high_open=True)
+    Traceback (most recent call last):
+        ...
+    ValueError: dropout must be in [0, 1), got 1.0
+    """
+    if not _is_real_number(value):
+        raise TypeError(f"{name} must be {kind}, got {describe(value)}")
+    number = float(value)
+
+    def fmt(bound: float) -> str:
+        return f"{bound:g}"
+
+    if low is not None and high is not None:
+        bound = f"in {'(' if low_open else '['}{fmt(low)}, {fmt(high)}{')' if high_open else ']'}"
+    elif low is not None:
+        bound = f"{'>' if low_open else '>='} {fmt(low)}"
+    elif high is not None:
+        bound = f"{'<' if high_open else '<='} {fmt(high)}"
+    else:
+        bound = ""
+    ok = np.isfinite(number)
+    if ok and low is not None:
+        ok = number > low if low_open else number >= low
+    if ok and high is not None:
+        ok = number < high if high_open else number <= high
+    if not ok:
+        rule = bound if low is not None and high is not None else f"finite and {bound}"
+        rule = rule if bound else "finite"
+        raise ValueError(f"{name} must be {rule}, got {value!r}")
+    return number
+
+
+def check_int(value: Any, name: str) -> int:
+    """Return ``value`` as an int (any sign), refusing bools, floats and strings.
+
+    Examples
+    --------
+    >>> check_int(-1, "axis")
+    -1
+    >>> check_int(1.0, "axis")
+    Traceback (most recent call last):
+        ...
+    TypeError: axis must be an int, got float 1.0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {describe(value)}")
+    return int(value)
+
+
+def check_positive_int(value: Any, name: str, allow_zero: bool = False) -> int:
+    """Return ``value`` as an int after checking its type and sign.
+
+    Parameters
+    ----------
+    value : int
+        The number to check (a Python or numpy integer, not a bool).
+    name : str
+        The argument's name, used in error messages.
+    allow_zero : bool, default False
+        Whether 0 is allowed.
+
+    Returns
+    -------
+    int
+        ``value`` as a Python int.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an integer, or is a bool.
+    ValueError
+        If ``value`` is negative, or 0 when ``allow_zero`` is False.
+
+    Examples
+    --------
+    >>> check_positive_int(3, "d_model")
+    3
+    >>> check_positive_int(0, "d_model")
+    Traceback (most recent call last):
+        ...
+    ValueError: d_model must be positive, got 0
+    """
+    number = check_int(value, name)
+    if number < 0 or (number == 0 and not allow_zero):
+        bound = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be {bound}, got {number}")
+    return number
+
+
+# ---------------------------------------------------------------------------
+# Non-finite values
+# ---------------------------------------------------------------------------
+
+
+def check_finite(values: Any, name: str, allow_neg_inf: bool = False) -> None:
+    """Raise ``ValueError`` naming ``name`` if ``values`` holds NaN or inf.
+
+    The package's one non-finite policy: an input of numbers (numpy array or
+    torch tensor) with NaN or inf is refused, so no output holds a NaN that
+    the inputs did not. ``allow_neg_inf`` lets ``-inf`` through, for the two
+    arguments where it means "blocked".
+
+    Examples
+    --------
+    >>> check_finite(np.array([1.0, np.nan]), "query")
+    Traceback (most recent call last):
+        ...
+    ValueError: query contains NaN (shape (2,)); query must be finite, without NaN or inf
+    >>> check_finite(np.array([0.0, -np.inf]), "x", allow_neg_inf=True)
+    """
+    if isinstance(values, torch.Tensor):
+        if not (values.is_floating_point() or values.is_complex()):
+            return
+        if values.device.type == "meta":
+            raise ValueError(
+                f"{name} is on the meta device, which holds no values ({describe(values)})"
+            )
+        finite = torch.isfinite(values)
+        if bool(finite.all()):
+            return
+        bad = values[~finite].detach().cpu().numpy()  # (n_bad,) the entries that are not finite
+    else:
+        array = np.asarray(values)
+        if not np.issubdtype(array.dtype, np.inexact):
+            return
+        finite = np.isfinite(array)
+        if finite.all():
+            return
+        bad = array[~finite]  # (n_bad,) the entries that are not finite
+    has_nan = bool(np.isnan(bad).any())
+    has_pos_inf = bool((bad == np.inf).any())
+    has_neg_inf = bool((bad == -np.inf).any())
+    if allow_neg_inf and not (has_nan or has_pos_inf):
+        return
+    if allow_neg_inf:
+        found = [word for word, here in (("NaN", has_nan), ("+inf", has_pos_inf)) if here]
+        rule = "without NaN or +inf (-inf means blocked)"
+    else:
+        found = [
+            word
+            for word, here in (
+                ("NaN", has_nan),
+                ("inf", not has_nan or has_pos_inf or has_neg_inf),
+            )
+            if here
+        ]
+        rule = "without NaN or inf"
+    raise ValueError(
+        f"{name} contains {' and '.join(found)} (shape {tuple(values.shape)}); "
+        f"{name} must be finite, {rule}"
+    )
+
+
+# ---------------------------------------------------------------------------
+# numpy arrays
+# ---------------------------------------------------------------------------
+
+
+def _tensor_to_numpy(tensor: torch.Tensor, name: str) -> np.ndarray:
+    """A CPU numpy copy (or view) of ``tensor``; the meta device holds no values."""
+    if tensor.device.type == "meta":
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values ({describe(tensor)})"
+        )
+    tensor = tensor.detach().cpu()
+    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16; float32 holds it exactly
+        tensor = tensor.float()
+    return tensor.numpy()
+
+
+def as_float_array(value: Any, name: str, *, finite: bool = False) -> np.ndarray:
     """Return ``value`` as a floating numpy array.
 
     Integer inputs are promoted to float64; float16, float32 and float64 are
     kept as they are. Booleans are refused: a mask passed as data is a bug.
+    A CPU torch tensor is read as an array (the result has no autograd).
 
     Parameters
     ----------
@@ -27,6 +341,8 @@ def as_float_array(value: Any, name: str) -> np.ndarray:
         Real numbers of any shape.
     name : str
         The argument's name, used in error messages.
+    finite : bool, default False
+        Refuse inf as well as NaN (NaN is always refused).
 
     Returns
     -------
@@ -38,7 +354,8 @@ def as_float_array(value: Any, name: str) -> np.ndarray:
     TypeError
         If ``value`` is not array-like or does not hold real, non-boolean numbers.
     ValueError
-        If ``value`` contains NaN.
+        If ``value`` contains NaN (or inf, with ``finite=True``), or is a
+        tensor on the meta device.
 
     Examples
     --------
@@ -49,57 +366,191 @@ def as_float_array(value: Any, name: str) -> np.ndarray:
         ...
     TypeError: x must hold real numbers, got dtype bool
     """
-    try:
-        array = np.asarray(value)
-    except Exception as exc:  # pragma: no cover - numpy raises many kinds
-        raise TypeError(f"{name} must be array-like, got {type(value).__name__}") from exc
+    if isinstance(value, torch.Tensor):
+        array = _tensor_to_numpy(value, name)
+    else:
+        try:
+            array = np.asarray(value)
+        except Exception as exc:  # ragged lists and the like: numpy raises many kinds
+            raise TypeError(
+                f"{name} must be an array of real numbers, got {describe(value)} "
+                f"that numpy cannot read as one ({exc})"
+            ) from None
     if array.dtype == np.bool_ or not (
         np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
     ):
         raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
     if np.issubdtype(array.dtype, np.integer):
         array = array.astype(np.float64)
-    if np.isnan(array).any():
-        raise ValueError(f"{name} contains NaN (shape {array.shape})")
+    if finite:
+        check_finite(array, name)
+    elif np.isnan(array).any():
+        check_finite(array, name)  # the same message for NaN everywhere
     return array
 
 
-def as_bool_mask(mask: Any, name: str = "mask") -> np.ndarray:
-    """Return ``mask`` as a boolean numpy array (True = may attend).
+# ---------------------------------------------------------------------------
+# Masks: the package's one boolean-mask validator
+# ---------------------------------------------------------------------------
+
+
+def as_bool_mask(
+    mask: Any,
+    name: str = "mask",
+    *,
+    to: str = "numpy",
+    device: torch.device | str | None = None,
+    hint: str = MASK_HINT,
+) -> Any:
+    """Check that ``mask`` is boolean (True = may attend) and return it as ``to`` asks.
+
+    Every mask of the package goes through this one function: the numpy
+    functions, the torch modules and the mask converters.
 
     Parameters
     ----------
-    mask : array_like of bool
-        The mask; 0/1 or additive (``-inf``) masks are refused.
+    mask : numpy array, list or torch tensor of bool
+        The mask. 0/1, float and additive masks are refused, with ``hint``
+        saying how to convert them.
     name : str, default "mask"
         The argument's name, used in error messages.
+    to : {"numpy", "torch", "same"}, default "numpy"
+        Return a numpy array; a torch tensor on ``device`` (a numpy mask is
+        converted with ``torch.from_numpy``, a tensor is moved); or the same
+        library as ``mask`` (for the converters, which return what they get).
+    device : torch.device or str, optional
+        Where ``to="torch"`` puts the mask; defaults to where it is.
+    hint : str
+        The end of the type error's message.
 
     Returns
     -------
-    numpy.ndarray
-        Boolean array of the same shape.
+    numpy.ndarray or torch.Tensor
+        Boolean, the same shape as ``mask``.
 
     Raises
     ------
     TypeError
-        If ``mask`` is not boolean.
+        If ``mask`` is not boolean (its message names ``name``, the dtype and
+        shape it got, and how to convert).
+    ValueError
+        If ``mask`` is a tensor on the meta device.
 
     Examples
     --------
     >>> as_bool_mask([True, False]).tolist()
     [True, False]
+    >>> as_bool_mask(np.array([True]), to="torch")
+    tensor([True])
     >>> as_bool_mask([1, 0])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
-    TypeError: mask must be boolean (True = may attend), got dtype int64; ...
+    TypeError: mask must be boolean (True = may attend), got dtype int64 with shape (2,); ...
     """
-    array = np.asarray(mask)
+    if to not in ("numpy", "torch", "same"):
+        raise ValueError(f"to must be 'numpy', 'torch' or 'same', got {to!r}")
+    if isinstance(mask, torch.Tensor):
+        if mask.device.type == "meta":
+            raise ValueError(
+                f"{name} is on the meta device, which holds no values ({describe(mask)})"
+            )
+        if mask.dtype != torch.bool:
+            raise TypeError(
+                f"{name} must be boolean (True = may attend), got dtype {mask.dtype} "
+                f"with shape {tuple(mask.shape)}; {hint}"
+            )
+        if to == "numpy":
+            return mask.detach().cpu().numpy()
+        if to == "torch" and device is not None:
+            return mask.to(device)
+        return mask
+    try:
+        array = np.asarray(mask)
+    except Exception as exc:  # ragged lists: numpy raises many kinds
+        raise TypeError(
+            f"{name} must be a boolean array or tensor, got {describe(mask)} "
+            f"that numpy cannot read as one ({exc})"
+        ) from None
     if array.dtype != np.bool_:
         raise TypeError(
-            f"{name} must be boolean (True = may attend), got dtype {array.dtype}; "
-            "convert an additive or 0/1 mask first"
+            f"{name} must be boolean (True = may attend), got dtype {array.dtype} "
+            f"with shape {array.shape}; {hint}"
         )
+    if to == "torch":
+        return torch.from_numpy(np.ascontiguousarray(array)).to(device or "cpu")
     return array
+
+
+# ---------------------------------------------------------------------------
+# torch tensors
+# ---------------------------------------------------------------------------
+
+
+def check_float_tensor(tensor: Any, name: str) -> torch.Tensor:
+    """Raise unless ``tensor`` is a floating-point torch tensor with values (not ``meta``).
+
+    Returns ``tensor`` unchanged. A numpy array gets a ``TypeError`` that says
+    how to convert it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_float_tensor(torch.tensor([1, 2]), "x")
+    Traceback (most recent call last):
+        ...
+    TypeError: x must be a floating-point tensor, got dtype torch.int64 (shape (2,))
+    """
+    if not isinstance(tensor, torch.Tensor):
+        how = (
+            f"; convert it with torch.from_numpy({name})" if isinstance(tensor, np.ndarray) else ""
+        )
+        raise TypeError(f"{name} must be a torch.Tensor, got {describe(tensor)}{how}")
+    if not tensor.is_floating_point():
+        raise TypeError(
+            f"{name} must be a floating-point tensor, got dtype {tensor.dtype} "
+            f"(shape {tuple(tensor.shape)})"
+        )
+    if tensor.device.type == "meta":
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values ({describe(tensor)})"
+        )
+    return tensor
+
+
+def check_same_dtype_device(
+    tensor: torch.Tensor, name: str, dtype: torch.dtype, device: torch.device, owner: str
+) -> None:
+    """Raise unless ``tensor`` has ``dtype`` (``TypeError``) and is on ``device`` (``ValueError``).
+
+    ``owner`` names whose dtype and device they are ("the module's
+    parameters", "key", "the cache"); the message names both and the fix.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_same_dtype_device(torch.zeros(2, dtype=torch.float64), "x",
+    ...                         torch.float32, torch.device("cpu"), "the module's parameters")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    TypeError: x has dtype torch.float64, the module's parameters torch.float32; ...
+    """
+    if tensor.dtype != dtype:
+        raise TypeError(
+            f"{name} has dtype {tensor.dtype}, {owner} {dtype}; convert one of them, "
+            f"e.g. {name}.to({dtype})"
+        )
+    device = torch.device(device)
+    if tensor.device != device:
+        raise ValueError(
+            f"{name} is on device {tensor.device}, {owner} on {device}; move one of them, "
+            f"e.g. {name}.to('{device}')"
+        )
+
+
+# ---------------------------------------------------------------------------
+# Shapes
+# ---------------------------------------------------------------------------
 
 
 def check_rank(shape: Sequence[int], name: str, minimum: int = 2) -> None:
@@ -249,44 +700,3 @@ def check_attention_shapes(
         ("key batch dims of", key[:-2]),
         ("value batch dims of", value[:-2]),
     )
-
-
-def check_positive_int(value: Any, name: str, allow_zero: bool = False) -> int:
-    """Return ``value`` as an int after checking its type and sign.
-
-    Parameters
-    ----------
-    value : int
-        The number to check (a Python or numpy integer, not a bool).
-    name : str
-        The argument's name, used in error messages.
-    allow_zero : bool, default False
-        Whether 0 is allowed.
-
-    Returns
-    -------
-    int
-        ``value`` as a Python int.
-
-    Raises
-    ------
-    TypeError
-        If ``value`` is not an integer, or is a bool.
-    ValueError
-        If ``value`` is negative, or 0 when ``allow_zero`` is False.
-
-    Examples
-    --------
-    >>> check_positive_int(3, "d_model")
-    3
-    >>> check_positive_int(0, "d_model")
-    Traceback (most recent call last):
-        ...
-    ValueError: d_model must be positive, got 0
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0 or (value == 0 and not allow_zero):
-        bound = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return int(value)

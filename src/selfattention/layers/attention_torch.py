@@ -12,14 +12,18 @@ import math
 
 import torch
 
-from .._checks import check_mask_shape
+from .. import _checks
+from .._checks import as_bool_mask, check_flag, check_mask_shape, check_same_dtype_device
 from ..masks import causal_mask
 
 
 def check_float_tensor(tensor: object, name: str) -> torch.Tensor:
-    """Raise ``TypeError`` unless ``tensor`` is a floating-point torch tensor.
+    """Raise unless ``tensor`` is a floating-point torch tensor that holds values.
 
-    Returns ``tensor`` unchanged, so the check can wrap an expression.
+    A non-tensor raises ``TypeError`` (a numpy array's message says how to
+    convert it), an integer, boolean or complex tensor raises ``TypeError``,
+    and a tensor on the ``meta`` device raises ``ValueError``. Returns
+    ``tensor`` unchanged, so the check can wrap an expression.
 
     Examples
     --------
@@ -28,23 +32,25 @@ def check_float_tensor(tensor: object, name: str) -> torch.Tensor:
     >>> check_float_tensor(torch.tensor([1, 2]), "x")
     Traceback (most recent call last):
         ...
-    TypeError: x must be a floating-point tensor, got dtype torch.int64
+    TypeError: x must be a floating-point tensor, got dtype torch.int64 (shape (2,))
     """
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
-    if not tensor.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {tensor.dtype}")
-    return tensor
+    return _checks.check_float_tensor(tensor, name)
 
 
 def check_model_input(
-    tensor: object, name: str, d_model: int, ranks: tuple[int, ...] = (3,)
+    tensor: object,
+    name: str,
+    d_model: int,
+    ranks: tuple[int, ...] = (3,),
+    like: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Validate a module input: a float tensor of an allowed rank whose last axis is ``d_model``.
 
     The message names the argument, the shapes the module accepts and the
     shape it got, e.g. ``x must have shape (B, T, d_model) or (T, d_model),
-    got (8,)``. Returns ``tensor`` unchanged.
+    got (8,)``. With ``like`` (a parameter of the module), the input must
+    also have its dtype (else ``TypeError``) and be on its device (else
+    ``ValueError``). Returns ``tensor`` unchanged.
 
     Examples
     --------
@@ -66,11 +72,13 @@ def check_model_input(
             f"{name} has feature size {tensor.shape[-1]} but the module has "
             f"d_model={d_model} ({name} shape {tuple(tensor.shape)})"
         )
+    if like is not None:
+        check_same_dtype_device(tensor, name, like.dtype, like.device, "the module's parameters")
     return tensor
 
 
 def combine_masks(
-    mask: torch.Tensor | None,
+    mask: object,
     causal: bool,
     score_shape: tuple[int, ...],
     device: torch.device,
@@ -78,11 +86,14 @@ def combine_masks(
 ) -> torch.Tensor | None:
     """Validate ``mask`` (True = may attend) and fold in the causal mask.
 
-    ``mask`` must broadcast to ``score_shape = (..., T_q, T_k)``. With
-    ``causal=True`` the triangle comes from ``masks.causal_mask(T_q, T_k,
-    align)``. Returns a boolean tensor broadcastable to ``score_shape``, or
-    None when nothing is masked. Raises ``TypeError`` if ``mask`` is not a
-    boolean tensor and ``ValueError`` if it does not broadcast.
+    ``mask`` is boolean, a torch tensor or a numpy array (a numpy mask, such
+    as ``padding_mask`` returns for a list, is converted with
+    ``torch.from_numpy``), and must broadcast to ``score_shape = (..., T_q,
+    T_k)``; it is moved to ``device``. With ``causal=True`` the triangle comes
+    from ``masks.causal_mask(T_q, T_k, align)``. Returns a boolean tensor
+    broadcastable to ``score_shape``, or None when nothing is masked. Raises
+    ``TypeError`` if ``mask`` is not boolean or ``causal`` is not a bool, and
+    ``ValueError`` if ``mask`` does not broadcast.
 
     Examples
     --------
@@ -93,17 +104,11 @@ def combine_masks(
     >>> keep.int().tolist()
     [[1, 0, 0], [1, 1, 0]]
     """
+    causal = check_flag(causal, "causal")
     keep = None
     if mask is not None:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
-        if mask.dtype != torch.bool:
-            raise TypeError(
-                f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
-                "convert an additive or 0/1 mask first"
-            )
-        check_mask_shape(tuple(mask.shape), score_shape)
-        keep = mask.to(device)
+        keep = as_bool_mask(mask, "mask", to="torch", device=device)
+        check_mask_shape(tuple(keep.shape), score_shape)
     if causal:
         t_q, t_k = score_shape[-2:]
         triangle = torch.from_numpy(causal_mask(t_q, t_k, align=align)).to(device)
@@ -169,3 +174,28 @@ def attend(
     if dropout > 0.0 and training:
         weights = torch.nn.functional.dropout(weights, p=dropout, training=True)
     return weights @ value, weights
+
+
+def _check_output_finite(
+    result: torch.Tensor, module: torch.nn.Module, inputs: str, what: str
+) -> None:
+    """Raise ``ValueError`` if a module's ``result`` holds NaN or inf although its inputs did not.
+
+    Called after the inputs were checked to be finite, so the cause is a
+    parameter that is not finite (a diverged training run) or numbers that
+    overflow the dtype; the message says which. ``what`` names the result
+    ("output", "keys").
+    """
+    if bool(torch.isfinite(result).all()):
+        return
+    for name, parameter in module.named_parameters():
+        if not bool(torch.isfinite(parameter).all()):
+            raise ValueError(
+                f"the module's parameter {name} (shape {tuple(parameter.shape)}) holds NaN "
+                f"or inf, so the attention's {what} would too"
+            )
+    raise ValueError(
+        f"the attention's {what} overflows {result.dtype} although {inputs} are finite: "
+        "their projections or scores are too large for the dtype; rescale the inputs "
+        "or compute in float64"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .attention_torch import check_float_tensor
+from .._checks import check_finite, check_float_tensor, check_same_dtype_device
 
 
 class KVCache:
@@ -64,10 +64,66 @@ class KVCache:
     def append(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``key`` and ``value`` ``(B, num_kv_heads, T_new, head_dim)`` at the end.
 
-        Returns all the cached keys and values, ``(B, num_kv_heads,
-        T_cached + T_new, head_dim)``. Raises ``ValueError`` when the batch
-        size, number of heads, head size or dtype differ from what is cached.
+        Everything is checked before anything is stored: a call that raises
+        leaves the cache exactly as it was (length, contents, dtype).
+
+        Parameters
+        ----------
+        key : torch.Tensor, shape ``(B, num_kv_heads, T_new, head_dim)``
+            The new keys, floating-point and finite.
+        value : torch.Tensor, shape ``(B, num_kv_heads, T_new, d_v)``
+            The new values, with the dtype and device of ``key``.
+
+        Returns
+        -------
+        key, value : torch.Tensor
+            All the cached keys and values, ``(B, num_kv_heads,
+            T_cached + T_new, head_dim)``.
+
+        Raises
+        ------
+        TypeError
+            If ``key`` or ``value`` is not a floating-point tensor, their
+            dtypes differ, or they differ from the cached dtype.
+        ValueError
+            If a tensor is not 4-D, holds NaN or inf or is on the ``meta``
+            device; ``key`` and ``value`` differ in ``(B, num_kv_heads,
+            T_new)`` or device; or ``(B, num_kv_heads, head_dim)`` or the
+            device differ from what is cached.
+
+        Examples
+        --------
+        >>> import torch
+        >>> cache = KVCache()
+        >>> _ = cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+        >>> cache.append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4, dtype=torch.float64))
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        TypeError: value has dtype torch.float64, key torch.float32; convert one of them, ...
+        >>> len(cache)  # unchanged by the call that raised
+        3
         """
+        keys, values = self._extended(key, value)
+        self.key, self.value = keys, values
+        return keys, values
+
+    def _extended(
+        self, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """What ``append`` would store, after checking everything; changes nothing.
+
+        ``MultiHeadAttention`` computes with this and stores the result only
+        once the whole forward pass has succeeded.
+        """
+        self._check_new(key, value)
+        if self.key is None or self.value is None:
+            return key, value
+        return torch.cat([self.key, key], dim=-2), torch.cat([self.value, value], dim=-2)
+
+    def _check_new(self, key: torch.Tensor, value: torch.Tensor) -> None:
+        """Raise if ``append(key, value)`` would (types, shapes, dtypes, devices,
+        finiteness, and the fit with what is cached); change nothing."""
         check_float_tensor(key, "key")
         check_float_tensor(value, "value")
         for name, tensor in (("key", key), ("value", value)):
@@ -76,22 +132,19 @@ class KVCache:
                     f"{name} must have shape (B, num_kv_heads, T, head_dim), "
                     f"got {tuple(tensor.shape)}"
                 )
+        check_same_dtype_device(value, "value", key.dtype, key.device, "key")
         if key.shape[:3] != value.shape[:3]:
             raise ValueError(
                 f"key and value must agree on (B, num_kv_heads, T): key has shape "
                 f"{tuple(key.shape)}, value has shape {tuple(value.shape)}"
             )
-        if self.key is None or self.value is None:
-            self.key, self.value = key, value
-            return key, value
-        for name, new, old in (("key", key, self.key), ("value", value, self.value)):
-            if new.shape[:2] != old.shape[:2] or new.shape[-1] != old.shape[-1]:
-                raise ValueError(
-                    f"{name} of shape {tuple(new.shape)} does not fit the cache, which "
-                    f"holds {tuple(old.shape)}; (B, num_kv_heads, head_dim) must match"
-                )
-            if new.dtype != old.dtype:
-                raise ValueError(f"{name} has dtype {new.dtype} but the cache holds {old.dtype}")
-        self.key = torch.cat([self.key, key], dim=-2)
-        self.value = torch.cat([self.value, value], dim=-2)
-        return self.key, self.value
+        if self.key is not None and self.value is not None:
+            for name, new, old in (("key", key, self.key), ("value", value, self.value)):
+                if new.shape[:2] != old.shape[:2] or new.shape[-1] != old.shape[-1]:
+                    raise ValueError(
+                        f"{name} of shape {tuple(new.shape)} does not fit the cache, which "
+                        f"holds {tuple(old.shape)}; (B, num_kv_heads, head_dim) must match"
+                    )
+                check_same_dtype_device(new, name, old.dtype, old.device, "the cache")
+        check_finite(key, "key")
+        check_finite(value, "value")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._checks import check_positive_int
-from .attention_torch import attend, check_model_input, combine_masks
+from .._checks import check_finite, check_flag, check_positive_int, check_real
+from .attention_torch import _check_output_finite, attend, check_model_input, combine_masks
 from .kv_cache import KVCache
 
 
@@ -41,7 +41,8 @@ class MultiHeadAttention(nn.Module):
     Raises
     ------
     TypeError
-        If ``d_model``, ``num_heads`` or ``num_kv_heads`` is not an int.
+        If ``d_model``, ``num_heads`` or ``num_kv_heads`` is not an int,
+        ``bias`` is not a bool, or ``dropout`` is not a real number.
     ValueError
         If one of them is not positive, ``num_heads`` does not divide
         ``d_model``, ``num_kv_heads`` does not divide ``num_heads``, or
@@ -66,19 +67,20 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        self.d_model = check_positive_int(d_model, "d_model")
-        self.num_heads = check_positive_int(num_heads, "num_heads")
+        d_model = check_positive_int(d_model, "d_model")
+        num_heads = check_positive_int(num_heads, "num_heads")
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-        self.num_kv_heads = check_positive_int(
+        num_kv_heads = check_positive_int(
             num_heads if num_kv_heads is None else num_kv_heads, "num_kv_heads"
         )
-        if num_heads % self.num_kv_heads:
-            raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={num_heads}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
+        bias = check_flag(bias, "bias")
+        dropout = check_real(dropout, "dropout", low=0.0, high=1.0, high_open=True)
+        self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
         self.head_dim = d_model // num_heads
-        self.dropout = float(dropout)
+        self.dropout = dropout
         kv_width = self.num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
@@ -103,7 +105,8 @@ class MultiHeadAttention(nn.Module):
         >>> tuple(heads.shape)  # (B, num_heads, T, head_dim)
         (3, 2, 5, 4)
         """
-        heads = self.num_heads if num_heads is None else num_heads
+        heads = self.num_heads if num_heads is None else check_positive_int(num_heads, "num_heads")
+        check_model_input(x, "x", heads * self.head_dim)
         batch, length, _ = x.shape
         return x.view(batch, length, heads, self.head_dim).transpose(1, 2)
 
@@ -119,6 +122,13 @@ class MultiHeadAttention(nn.Module):
         >>> torch.equal(attention.merge_heads(attention.split_heads(x)), x)
         True
         """
+        expected = (self.num_heads, self.head_dim)
+        if not isinstance(x, torch.Tensor) or x.dim() != 4 or tuple(x.shape[1::2]) != expected:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(
+                f"x must have shape (B, num_heads, T, head_dim) = (B, {self.num_heads}, T, "
+                f"{self.head_dim}), got {got}"
+            )
         batch, _, length, _ = x.shape
         return x.transpose(1, 2).reshape(batch, length, self.d_model)
 
@@ -149,15 +159,25 @@ class MultiHeadAttention(nn.Module):
         (B, num_heads, T_q, T_k)``. In training mode with dropout the weights
         are the dropped-out ones, and their rows no longer sum to 1.
 
+        Every input is checked before anything changes: a call that raises
+        leaves the ``cache`` (length, contents, dtype) and the module as they
+        were. The cache is written only once the output has been computed.
+        ``mask`` may also be a numpy boolean array (``padding_mask`` of a
+        list returns one); it is converted with ``torch.from_numpy``.
+
         Raises
         ------
         TypeError
-            If an input is not a floating-point tensor, ``mask`` is not a
-            boolean tensor, or ``cache`` is not a ``KVCache``.
+            If an input is not a floating-point tensor or its dtype is not the
+            module's, ``mask`` is not boolean, ``causal`` is not a bool, or
+            ``cache`` is not a ``KVCache`` or holds another dtype.
         ValueError
-            If an input is not ``(B, T, d_model)``, the batch sizes or the key
-            and value lengths differ, ``mask`` does not broadcast to the
-            scores, or the new keys do not fit the cache.
+            If an input is not ``(B, T, d_model)``, holds NaN or inf, or is on
+            another device than the module; the batch sizes or the key and
+            value lengths differ; ``mask`` does not broadcast to the scores;
+            the cache holds another batch size, head count, head size or
+            device; or the output would not be finite (a parameter holds NaN
+            or inf, or the scores overflow the dtype).
 
         Examples
         --------
@@ -177,10 +197,13 @@ class MultiHeadAttention(nn.Module):
         >>> len(cache), torch.allclose(torch.cat(steps, dim=1), full, atol=1e-6)
         (4, True)
         """
+        # 1. Check every input; nothing has changed yet.
         key = query if key is None else key
         value = key if value is None else value
-        for name, tensor in (("query", query), ("key", key), ("value", value)):
-            check_model_input(tensor, name, self.d_model)
+        weight = self.q_proj.weight  # the module's dtype and device
+        inputs = {"query": query, "key": key, "value": value}
+        for name, tensor in inputs.items():
+            check_model_input(tensor, name, self.d_model, like=weight)
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(
                 f"key and value must have the same batch size and length: key has shape "
@@ -191,25 +214,77 @@ class MultiHeadAttention(nn.Module):
                 f"query and key must have the same batch size: query has shape "
                 f"{tuple(query.shape)}, key has shape {tuple(key.shape)}"
             )
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+        checked: list[torch.Tensor] = []
+        for name, tensor in inputs.items():
+            if not any(tensor is done for done in checked):  # self-attention: check x once
+                check_finite(tensor, name)
+                checked.append(tensor)
+        causal = check_flag(causal, "causal")
         batch, t_q, _ = query.shape
-        q = self.split_heads(self.q_proj(query))  # (B, h, T_q, head_dim)
-        k = self.split_heads(self.k_proj(key), self.num_kv_heads)  # (B, h_kv, T, head_dim)
-        v = self.split_heads(self.v_proj(value), self.num_kv_heads)  # (B, h_kv, T, head_dim)
+        t_cached = 0
         if cache is not None:
-            k, v = cache.append(k, v)  # (B, h_kv, T_k, head_dim), T_k = cached length
-        t_k = k.shape[-2]
+            if not isinstance(cache, KVCache):
+                raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+            t_cached = self._check_cache(cache, batch)
+        t_k = t_cached + key.shape[1]
         align = "bottom-right" if cache is not None else "top-left"
         keep = combine_masks(
             mask, causal, (batch, self.num_heads, t_q, t_k), query.device, align=align
         )
+
+        # 2. Compute; the cache is still untouched.
+        q = self.split_heads(self.q_proj(query))  # (B, h, T_q, head_dim)
+        k = self.split_heads(self.k_proj(key), self.num_kv_heads)  # (B, h_kv, T, head_dim)
+        v = self.split_heads(self.v_proj(value), self.num_kv_heads)  # (B, h_kv, T, head_dim)
+        if cache is not None:
+            # Keys and values that are not finite must not reach the cache; say why.
+            _check_output_finite(k, self, "query, key and value", "keys")
+            _check_output_finite(v, self, "query, key and value", "values")
+            k, v = cache._extended(k, v)  # (B, h_kv, T_k, head_dim), T_k = cached + new
         groups = self.num_heads // self.num_kv_heads
+        k_heads, v_heads = k, v
         if groups > 1:
-            k = k.repeat_interleave(groups, dim=1)  # (B, h, T_k, head_dim)
-            v = v.repeat_interleave(groups, dim=1)  # (B, h, T_k, head_dim)
-        context, weights = attend(q, k, v, keep, self.dropout, self.training)
-        return self.out_proj(self.merge_heads(context)), weights
+            k_heads = k.repeat_interleave(groups, dim=1)  # (B, h, T_k, head_dim)
+            v_heads = v.repeat_interleave(groups, dim=1)  # (B, h, T_k, head_dim)
+        context, weights = attend(q, k_heads, v_heads, keep, self.dropout, self.training)
+        output = self.out_proj(self.merge_heads(context))  # (B, T_q, d_model)
+        _check_output_finite(output, self, "query, key and value", "output")
+
+        # 3. Everything succeeded: only now store the new keys and values.
+        if cache is not None:
+            cache.key, cache.value = k, v
+        return output, weights
+
+    def _check_cache(self, cache: KVCache, batch: int) -> int:
+        """Raise unless ``cache`` can take this module's keys for a batch of ``batch``.
+
+        Returns the cached length. The messages name ``cache``: one cache
+        serves one layer (its head count, head size, dtype and device) and
+        one batch of sequences.
+        """
+        if cache.key is None or cache.value is None:
+            return 0
+        weight = self.k_proj.weight
+        expected = (batch, self.num_kv_heads, self.head_dim)
+        for name, held in (("keys", cache.key), ("values", cache.value)):
+            got = (held.shape[0], held.shape[1], held.shape[3])
+            if got != expected:
+                raise ValueError(
+                    f"cache holds {name} of shape {tuple(held.shape)}, but this call needs "
+                    f"(B, num_kv_heads, T, head_dim) = ({batch}, {self.num_kv_heads}, T, "
+                    f"{self.head_dim}); use one KVCache per layer and per batch"
+                )
+            if held.dtype != weight.dtype:
+                raise TypeError(
+                    f"cache holds {name} of dtype {held.dtype}, the module's parameters "
+                    f"{weight.dtype}; use a new KVCache after converting the module"
+                )
+            if held.device != weight.device:
+                raise ValueError(
+                    f"cache holds {name} on device {held.device}, the module's parameters "
+                    f"on {weight.device}; use a new KVCache after moving the module"
+                )
+        return len(cache)
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._checks import check_positive_int
-from .attention_torch import attend, check_model_input, combine_masks
+from .._checks import check_finite, check_flag, check_positive_int
+from .attention_torch import _check_output_finite, attend, check_model_input, combine_masks
 
 
 class SelfAttention(nn.Module):
@@ -31,7 +31,8 @@ class SelfAttention(nn.Module):
     Raises
     ------
     TypeError
-        If ``d_model``, ``d_k`` or ``d_v`` is not an int.
+        If ``d_model``, ``d_k`` or ``d_v`` is not an int, or ``bias`` is not
+        a bool.
     ValueError
         If one of them is not positive.
 
@@ -58,6 +59,7 @@ class SelfAttention(nn.Module):
         self.d_model = check_positive_int(d_model, "d_model")
         self.d_k = check_positive_int(d_model if d_k is None else d_k, "d_k")
         self.d_v = check_positive_int(self.d_k if d_v is None else d_v, "d_v")
+        bias = check_flag(bias, "bias")
         self.q_proj = nn.Linear(self.d_model, self.d_k, bias=bias)
         self.k_proj = nn.Linear(self.d_model, self.d_k, bias=bias)
         self.v_proj = nn.Linear(self.d_model, self.d_v, bias=bias)
@@ -72,9 +74,10 @@ class SelfAttention(nn.Module):
         ----------
         x : torch.Tensor, shape ``(B, T, d_model)`` or ``(T, d_model)``
             Floating-point tokens.
-        mask : torch.Tensor of bool, optional
+        mask : torch.Tensor or numpy.ndarray of bool, optional
             Broadcastable to the scores ``(B, T, T)`` (or ``(T, T)``);
-            True = may attend.
+            True = may attend. A numpy mask is converted with
+            ``torch.from_numpy``.
         causal : bool, default False
             If True, token ``i`` sees only tokens ``j <= i``; combined with
             ``mask``.
@@ -89,11 +92,14 @@ class SelfAttention(nn.Module):
         Raises
         ------
         TypeError
-            If ``x`` or ``mask`` is not a tensor, ``x`` is not floating-point,
-            or ``mask`` is not boolean.
+            If ``x`` is not a floating-point tensor of the module's dtype,
+            ``mask`` is not boolean, or ``causal`` is not a bool.
         ValueError
-            If ``x`` is not 2-D or 3-D, its last size is not ``d_model``, or
-            ``mask`` does not broadcast to the scores.
+            If ``x`` is not 2-D or 3-D, its last size is not ``d_model``, it
+            holds NaN or inf or is on another device than the module,
+            ``mask`` does not broadcast to the scores, or the output would
+            not be finite (a parameter holds NaN or inf, or the scores
+            overflow the dtype).
 
         Examples
         --------
@@ -104,11 +110,14 @@ class SelfAttention(nn.Module):
         >>> tuple(output.shape), tuple(weights.shape)
         ((3, 4), (3, 3))
         """
-        check_model_input(x, "x", self.d_model, ranks=(3, 2))
+        check_model_input(x, "x", self.d_model, ranks=(3, 2), like=self.q_proj.weight)
+        check_finite(x, "x")
         t = x.shape[-2]
         keep = combine_masks(mask, causal, tuple(x.shape[:-2]) + (t, t), x.device)
         query = self.q_proj(x)  # (..., T, d_k)
         key = self.k_proj(x)  # (..., T, d_k)
         value = self.v_proj(x)  # (..., T, d_v)
         context, weights = attend(query, key, value, keep)  # (..., T, d_v), (..., T, T)
-        return self.out_proj(context), weights
+        output = self.out_proj(context)  # (..., T, d_model)
+        _check_output_finite(output, self, "x", "output")
+        return output, weights
