@@ -9,8 +9,8 @@ from selfattention import exercises
 
 
 def right(a, b):
-    a_unit = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
-    b_unit = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), 1e-12)
+    a_unit = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-8)
+    b_unit = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), 1e-8)
     return a_unit @ np.swapaxes(b_unit, -1, -2)
 
 
@@ -53,9 +53,9 @@ def test_rejects_nan_on_a_zero_vector_without_a_warning(capsys):
 
 def test_rejects_a_bare_transpose_on_a_batch(capsys):
     def bare_transpose(a, b):
-        a_unit = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
-        b_unit = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), 1e-12)
-        return a_unit @ b_unit.T  # right for (m, d), wrong for (B, m, d): .T reverses every axis
+        a_unit = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-8)
+        b_unit = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), 1e-8)
+        return a_unit @ b_unit.T  # right for (T_k, d), wrong for (B, T_k, d): .T reverses all axes
 
     assert exercises.check_cosine_similarity(bare_transpose) is False
     out = capsys.readouterr().out
@@ -81,10 +81,10 @@ def test_reference_matches_a_python_loop():
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4))
     got = exercises.ch03.reference_pairwise_cosine(a, b)
-    for n in range(2):
+    for seq in range(2):
         for i in range(3):
             for j in range(5):
-                x, y = a[n, i], b[n, j]
-                assert got[n, i, j] == pytest.approx(
+                x, y = a[seq, i], b[seq, j]
+                assert got[seq, i, j] == pytest.approx(
                     x @ y / (np.linalg.norm(x) * np.linalg.norm(y))
                 )

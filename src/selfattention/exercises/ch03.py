@@ -12,9 +12,9 @@ from ._runner import Case, run_checks
 
 
 def reference_pairwise_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine similarity of every row of ``a (..., n, d)`` with every row of ``b (..., m, d)``.
+    """Cosine similarity of every row of ``a (..., T_q, d)`` with every row of ``b (..., T_k, d)``.
 
-    Returns ``(..., n, m)``; a zero vector has similarity 0 with everything.
+    Returns ``(..., T_q, T_k)``; a zero vector has similarity 0 with everything.
     """
     return cosine_similarity(a, b)
 
@@ -22,13 +22,13 @@ def reference_pairwise_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def check_cosine_similarity(fn: Callable[[np.ndarray, np.ndarray], Any]) -> bool:
     """Check ``fn(a, b)`` against the package's ``cosine_similarity``.
 
-    ``a`` is ``(..., n, d)`` and ``b`` is ``(..., m, d)``; ``fn`` must return the
-    ``(..., n, m)`` matrix of cosine similarities, with 0 (not NaN) wherever a
+    ``a`` is ``(..., T_q, d)`` and ``b`` is ``(..., T_k, d)``; ``fn`` must return the
+    ``(..., T_q, T_k)`` matrix of cosine similarities, with 0 (not NaN) wherever a
     zero vector is involved. Prints the verdict and returns True or False.
     """
     rng = np.random.default_rng(3)
     cases = [
-        Case("unit vectors along the axes, n = m = 2", (np.eye(2), np.eye(2))),
+        Case("unit vectors along the axes, T_q = T_k = 2", (np.eye(2), np.eye(2))),
         Case(
             "a long key: its length must not matter",
             (np.array([[1.0, 0.0]]), np.array([[3.0, 4.0], [10.0, 0.0]])),

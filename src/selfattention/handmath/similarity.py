@@ -17,17 +17,17 @@ def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
 
     Parameters
     ----------
-    a : array_like, shape ``(..., n, d)``
-        ``n`` vectors of size ``d`` (at least 2-D; one vector is ``(1, d)``).
-    b : array_like, shape ``(..., m, d)``
-        ``m`` vectors of the same size ``d``; leading dimensions broadcast
+    a : array_like, shape ``(..., T_a, d)``
+        ``T_a`` vectors of size ``d`` (at least 2-D; one vector is ``(1, d)``).
+    b : array_like, shape ``(..., T_b, d)``
+        ``T_b`` vectors of the same size ``d``; leading dimensions broadcast
         with those of ``a``.
     eps : float, default 1e-8
         Smallest norm divided by; must be positive.
 
     Returns
     -------
-    numpy.ndarray, shape ``(..., n, m)``
+    numpy.ndarray, shape ``(..., T_a, T_b)``
         Entry ``[i, j]`` is the cosine of the angle between ``a[i]`` and
         ``b[j]``, in [-1, 1].
 
