@@ -260,7 +260,7 @@ def test_causal_skips_tiles_wholly_in_the_future():
             (torch.full((2, 3, 4), math.nan), torch.zeros(2, 5, 4), torch.zeros(2, 5, 6)),
             {},
             ValueError,
-            r"query must be finite, without NaN or inf \(shape \(2, 3, 4\)\)",
+            r"query contains NaN \(shape \(2, 3, 4\)\); query must be finite, without NaN or inf",
         ),
         (
             (torch.zeros(2, 3, 4), torch.zeros(2, 5, 4), torch.full((2, 5, 6), math.inf)),

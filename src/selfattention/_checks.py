@@ -167,26 +167,25 @@ def check_real(
         raise TypeError(f"{name} must be {kind}, got {describe(value)}")
     number = float(value)
 
-    def fmt(bound: float) -> str:
-        return f"{bound:g}"
-
+    words = {(0.0, ">"): "positive", (0.0, ">="): "non-negative", (0.0, "<"): "negative"}
     if low is not None and high is not None:
-        bound = f"in {'(' if low_open else '['}{fmt(low)}, {fmt(high)}{')' if high_open else ']'}"
+        opening, closing = "(" if low_open else "[", ")" if high_open else "]"
+        bound = f"in {opening}{low:g}, {high:g}{closing}"  # NaN and inf are outside
     elif low is not None:
-        bound = f"{'>' if low_open else '>='} {fmt(low)}"
+        sign = ">" if low_open else ">="
+        bound = f"{words.get((low, sign), f'{sign} {low:g}')} and finite"
     elif high is not None:
-        bound = f"{'<' if high_open else '<='} {fmt(high)}"
+        sign = "<" if high_open else "<="
+        bound = f"{words.get((high, sign), f'{sign} {high:g}')} and finite"
     else:
-        bound = ""
-    ok = np.isfinite(number)
+        bound = "finite"
+    ok = bool(np.isfinite(number))
     if ok and low is not None:
         ok = number > low if low_open else number >= low
     if ok and high is not None:
         ok = number < high if high_open else number <= high
     if not ok:
-        rule = bound if low is not None and high is not None else f"finite and {bound}"
-        rule = rule if bound else "finite"
-        raise ValueError(f"{name} must be {rule}, got {value!r}")
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
     return number
 
 
@@ -328,7 +327,9 @@ def _tensor_to_numpy(tensor: torch.Tensor, name: str) -> np.ndarray:
     return tensor.numpy()
 
 
-def as_float_array(value: Any, name: str, *, finite: bool = False) -> np.ndarray:
+def as_float_array(
+    value: Any, name: str, *, finite: bool = False, allow_neg_inf: bool = False
+) -> np.ndarray:
     """Return ``value`` as a floating numpy array.
 
     Integer inputs are promoted to float64; float16, float32 and float64 are
@@ -343,6 +344,9 @@ def as_float_array(value: Any, name: str, *, finite: bool = False) -> np.ndarray
         The argument's name, used in error messages.
     finite : bool, default False
         Refuse inf as well as NaN (NaN is always refused).
+    allow_neg_inf : bool, default False
+        With ``finite``, let ``-inf`` through (softmax's scores, where it
+        means weight 0).
 
     Returns
     -------
@@ -383,7 +387,7 @@ def as_float_array(value: Any, name: str, *, finite: bool = False) -> np.ndarray
     if np.issubdtype(array.dtype, np.integer):
         array = array.astype(np.float64)
     if finite:
-        check_finite(array, name)
+        check_finite(array, name, allow_neg_inf=allow_neg_inf)
     elif np.isnan(array).any():
         check_finite(array, name)  # the same message for NaN everywhere
     return array

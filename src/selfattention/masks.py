@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_positive_int
+from ._checks import as_bool_mask, check_positive_int, check_real, describe
 
 #: Where the causal diagonal sits when there are more keys than queries.
 ALIGNMENTS = ("top-left", "bottom-right")
@@ -47,7 +47,7 @@ def causal_mask(t_q: int, t_k: int | None = None, align: str = "top-left") -> np
     Raises
     ------
     TypeError
-        If ``t_q`` or ``t_k`` is not an int.
+        If ``t_q`` or ``t_k`` is not an int, or ``align`` is not a string.
     ValueError
         If ``t_q`` or ``t_k`` is negative or ``align`` is not one of
         ``ALIGNMENTS``.
@@ -64,6 +64,8 @@ def causal_mask(t_q: int, t_k: int | None = None, align: str = "top-left") -> np
     """
     t_q = check_positive_int(t_q, "length" if t_k is None else "t_q", allow_zero=True)
     t_k = t_q if t_k is None else check_positive_int(t_k, "t_k", allow_zero=True)
+    if not isinstance(align, str):
+        raise TypeError(f"align must be one of {ALIGNMENTS}, got {describe(align)}")
     if align not in ALIGNMENTS:
         raise ValueError(f"align must be one of {ALIGNMENTS}, got {align!r}")
     offset = 0 if align == "top-left" else t_k - t_q
@@ -97,8 +99,8 @@ def padding_mask(lengths: Any, max_len: int | None = None) -> Any:
     TypeError
         If ``lengths`` does not hold integers, or ``max_len`` is not an int.
     ValueError
-        If ``lengths`` is not 1-D, holds a negative length, or a length is
-        larger than ``max_len``.
+        If ``lengths`` is not 1-D, holds a negative length, a length is
+        larger than ``max_len``, or it is a tensor on the ``meta`` device.
 
     Examples
     --------
@@ -109,7 +111,7 @@ def padding_mask(lengths: Any, max_len: int | None = None) -> Any:
     array([[1, 1, 0, 0]])
     """
     torch_input = _is_torch(lengths)
-    values = np.asarray(lengths.detach().cpu() if torch_input else lengths)
+    values = _values(lengths, "lengths")
     if values.dtype == np.bool_ or not np.issubdtype(values.dtype, np.integer):
         if not (values.size == 0 and values.dtype == np.float64):
             raise TypeError(f"lengths must hold integers, got dtype {values.dtype}")
@@ -139,9 +141,10 @@ def padding_mask(lengths: Any, max_len: int | None = None) -> Any:
 #
 # Every converter returns the same kind of array it was given: a numpy array
 # for a numpy input, a torch tensor (same device) for a torch input. The
-# consumers of the converted masks (``F.scaled_dot_product_attention``,
+# package's own consumers (the numpy functions and the torch modules) take
+# either kind. PyTorch's consumers (``F.scaled_dot_product_attention``,
 # ``nn.MultiheadAttention``) want torch tensors; ``causal_mask`` returns
-# numpy, so wrap it with ``torch.from_numpy`` before converting.
+# numpy, so wrap it with ``torch.from_numpy`` before giving it to them.
 # ---------------------------------------------------------------------------
 
 #: Default ``threshold`` of ``from_additive``, entries at or below it count as
@@ -158,26 +161,26 @@ def _shape(value: Any) -> tuple[int, ...]:
     return tuple(value.shape)
 
 
-def _check_bool_mask(mask: Any, name: str, hint: str = "") -> Any:
-    """Return ``mask`` (numpy array or torch tensor) after checking it is boolean."""
-    if _is_torch(mask):
+def _values(value: Any, name: str) -> np.ndarray:
+    """The numbers of ``value`` (array-like or torch tensor) as a numpy array, for checking."""
+    if _is_torch(value):
         import torch
 
-        if not isinstance(mask, torch.Tensor):  # pragma: no cover - other torch types
-            raise TypeError(f"{name} must be a tensor or array, got {type(mask).__name__}")
-        if mask.dtype != torch.bool:
-            raise TypeError(
-                f"{name} must be boolean (True = may attend), got dtype {mask.dtype} "
-                f"with shape {_shape(mask)}{hint}"
+        if not isinstance(value, torch.Tensor):  # pragma: no cover - other torch types
+            raise TypeError(f"{name} must be a tensor or array, got {describe(value)}")
+        if value.device.type == "meta":
+            raise ValueError(
+                f"{name} is on the meta device, which holds no values ({describe(value)})"
             )
-        return mask
-    array = np.asarray(mask)
-    if array.dtype != np.bool_:
+        value = value.detach().cpu()
+        return value.float().numpy() if value.dtype == torch.bfloat16 else value.numpy()
+    try:
+        return np.asarray(value)
+    except Exception as exc:  # ragged lists: numpy raises many kinds
         raise TypeError(
-            f"{name} must be boolean (True = may attend), got dtype {array.dtype} "
-            f"with shape {array.shape}{hint}"
-        )
-    return array
+            f"{name} must be an array or tensor, got {describe(value)} that numpy "
+            f"cannot read as one ({exc})"
+        ) from None
 
 
 def to_additive(keep: Any, dtype: Any = None) -> Any:
@@ -212,7 +215,7 @@ def to_additive(keep: Any, dtype: Any = None) -> Any:
     >>> to_additive(np.array([True, False, True]))
     array([  0., -inf,   0.], dtype=float32)
     """
-    keep = _check_bool_mask(keep, "keep", "; to_additive converts a boolean mask")
+    keep = as_bool_mask(keep, "keep", to="same", hint="to_additive converts a boolean mask")
     if _is_torch(keep):
         import torch
 
@@ -252,33 +255,25 @@ def from_additive(additive: Any, threshold: float = BLOCKED_THRESHOLD) -> Any:
     Raises
     ------
     TypeError
-        If ``additive`` is not a floating-point array.
+        If ``additive`` is not a floating-point array, or ``threshold`` is
+        not a real number.
     ValueError
-        If it holds NaN, or values that are neither 0 nor ``<= threshold``.
+        If ``additive`` holds NaN, or values that are neither 0 nor ``<=
+        threshold``; if ``threshold`` is not negative.
 
     Examples
     --------
     >>> from_additive(np.array([0.0, -np.inf, -1e9, 0.0]))
     array([ True, False, False,  True])
     """
-    if not threshold < 0:
-        raise ValueError(f"threshold must be negative, got {threshold}")
-    if _is_torch(additive):
-        import torch
-
-        if not additive.is_floating_point():
-            raise TypeError(
-                f"additive must be a floating-point mask, got dtype {additive.dtype} "
-                f"with shape {_shape(additive)}"
-            )
-        values = additive.detach().cpu().double().numpy()
-    else:
-        values = np.asarray(additive)
-        if not np.issubdtype(values.dtype, np.floating):
-            raise TypeError(
-                f"additive must be a floating-point mask, got dtype {values.dtype} "
-                f"with shape {values.shape}"
-            )
+    if not (isinstance(threshold, float) and threshold == -np.inf):
+        threshold = check_real(threshold, "threshold", high=0.0, high_open=True)
+    values = _values(additive, "additive")
+    if not np.issubdtype(values.dtype, np.floating):
+        raise TypeError(
+            f"additive must be a floating-point mask, got dtype "
+            f"{additive.dtype if _is_torch(additive) else values.dtype} with shape {values.shape}"
+        )
     if np.isnan(values).any():
         raise ValueError(f"additive contains NaN (shape {values.shape})")
     keep = values == 0
@@ -290,6 +285,8 @@ def from_additive(additive: Any, threshold: float = BLOCKED_THRESHOLD) -> Any:
             f"nor <= {threshold}: it is a bias on the scores, not a mask"
         )
     if _is_torch(additive):
+        import torch
+
         return torch.from_numpy(keep).to(additive.device)
     return keep
 
@@ -336,7 +333,7 @@ def to_mha_attn_mask(keep: Any, num_heads: int | None = None) -> Any:
     >>> to_mha_attn_mask(np.ones((3, 1, 2, 5), dtype=bool), num_heads=4).shape
     (12, 2, 5)
     """
-    keep = _check_bool_mask(keep, "keep")
+    keep = as_bool_mask(keep, "keep", to="same")
     shape = _shape(keep)
     if len(shape) == 2:
         return ~keep
@@ -398,8 +395,8 @@ def to_key_padding_mask(keep: Any) -> Any:
     array([[0, 0, 0],
            [0, 1, 1]])
     """
-    keep = _check_bool_mask(
-        keep, "keep", "; for a tokenizer's 1/0 mask use from_attention_mask first"
+    keep = as_bool_mask(
+        keep, "keep", to="same", hint="for a tokenizer's 1/0 mask use from_attention_mask first"
     )
     shape = _shape(keep)
     if len(shape) == 4 and shape[1] == shape[2] == 1:
@@ -443,7 +440,7 @@ def from_attention_mask(attention_mask: Any) -> Any:
     ((1, 1, 1, 3), array([ True,  True, False]))
     """
     torch_input = _is_torch(attention_mask)
-    values = np.asarray(attention_mask.detach().cpu() if torch_input else attention_mask)
+    values = _values(attention_mask, "attention_mask")
     if not (
         values.dtype == np.bool_
         or np.issubdtype(values.dtype, np.integer)

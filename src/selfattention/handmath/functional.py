@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import as_bool_mask, as_float_array, check_attention_shapes, check_mask_shape
+from .._checks import (
+    as_bool_mask,
+    as_float_array,
+    check_attention_shapes,
+    check_flag,
+    check_mask_shape,
+    check_real,
+)
 from ..masks import causal_mask
 from .softmax import softmax
 
@@ -37,6 +44,7 @@ def scaled_dot_product_attention(
     mask : array_like of bool, optional
         Broadcastable to the scores ``(..., T_q, T_k)``; True = may attend
         (the convention of ``torch.nn.functional.scaled_dot_product_attention``).
+        A boolean torch tensor is accepted too.
     causal : bool, default False
         If True, query ``i`` sees only keys ``j <= i`` (top-left aligned, see
         :func:`selfattention.masks.causal_mask`); combined with ``mask``.
@@ -54,7 +62,8 @@ def scaled_dot_product_attention(
     Raises
     ------
     TypeError
-        If an input does not hold real numbers, or ``mask`` is not boolean.
+        If an input does not hold real numbers, ``mask`` is not boolean,
+        ``causal`` is not a bool, or ``scale`` is not a real number.
     ValueError
         If an input has fewer than 2 dimensions or holds NaN or inf, ``d_k``
         or ``T_k`` do not match, the leading dimensions do not broadcast,
@@ -77,19 +86,17 @@ def scaled_dot_product_attention(
     >>> weights.round(2).tolist()
     [[1.0, 0.0, 0.0], [0.33, 0.67, 0.0]]
     """
-    q = as_float_array(query, "query")
-    k = as_float_array(key, "key")
-    v = as_float_array(value, "value")
+    q = as_float_array(query, "query", finite=True)
+    k = as_float_array(key, "key", finite=True)
+    v = as_float_array(value, "value", finite=True)
     batch = check_attention_shapes(q.shape, k.shape, v.shape)
-    for name, array in (("query", q), ("key", k), ("value", v)):
-        if not np.isfinite(array).all():
-            raise ValueError(f"{name} must be finite (shape {array.shape})")
+    causal = check_flag(causal, "causal")
     d_k = q.shape[-1]
     t_q, t_k = q.shape[-2], k.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(d_k) if d_k else 1.0
-    elif not math.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
+    else:
+        scale = check_real(scale, "scale", kind="a float or None")
     score_shape = batch + (t_q, t_k)
 
     keep = np.ones((t_q, t_k), dtype=bool)

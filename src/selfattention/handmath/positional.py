@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import check_positive_int
+from .._checks import check_positive_int, check_real
 
 
 def sinusoidal_positional_encoding(length: int, d_model: int, base: float = 10000.0) -> np.ndarray:
     """The fixed (not learned) sinusoidal positional encoding.
 
-    Column ``2i`` holds ``sin(pos / base**(2i / d_model))`` and column
-    ``2i+1`` the cosine of the same angle, interleaved as in the paper.
+    Pair ``l`` (for ``l = 0, ..., d_model/2 - 1``) owns columns ``2l`` and
+    ``2l+1``: column ``2l`` holds ``sin(pos * theta_l)`` and column ``2l+1``
+    the cosine of the same angle, with the frequency
+    ``theta_l = base**(-2l / d_model)``. The columns are interleaved as in
+    the paper, which writes ``i`` for the pair index (the book keeps ``i``
+    for positions).
 
     Parameters
     ----------
@@ -30,7 +34,8 @@ def sinusoidal_positional_encoding(length: int, d_model: int, base: float = 1000
     Raises
     ------
     TypeError
-        If ``length`` or ``d_model`` is not an int.
+        If ``length`` or ``d_model`` is not an int, or ``base`` is not a
+        real number.
     ValueError
         If ``length`` is negative, ``d_model`` is not positive and even, or
         ``base`` is not a finite number above 1.
@@ -45,11 +50,10 @@ def sinusoidal_positional_encoding(length: int, d_model: int, base: float = 1000
     d_model = check_positive_int(d_model, "d_model")
     if d_model % 2:
         raise ValueError(f"d_model must be even (sin/cos pairs), got {d_model}")
-    if not (np.isfinite(base) and base > 1):
-        raise ValueError(f"base must be a finite number above 1, got {base}")
+    base = check_real(base, "base", low=1.0, low_open=True)
     positions = np.arange(length, dtype=np.float64)[:, None]  # (length, 1)
-    pair_index = np.arange(0, d_model, 2, dtype=np.float64)  # (d_model/2,)
-    frequencies = base ** (-pair_index / d_model)  # (d_model/2,)
+    two_l = np.arange(0, d_model, 2, dtype=np.float64)  # (d_model/2,): 2l for each pair l
+    frequencies = base ** (-two_l / d_model)  # (d_model/2,): theta_l
     angles = positions * frequencies  # (length, d_model/2)
     encoding = np.empty((length, d_model), dtype=np.float64)
     encoding[:, 0::2] = np.sin(angles)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import as_float_array, broadcast_shapes, check_rank
+from .._checks import as_float_array, broadcast_shapes, check_rank, check_real
 
 
 def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
@@ -34,11 +34,12 @@ def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
     Raises
     ------
     TypeError
-        If ``a`` or ``b`` does not hold real numbers.
+        If ``a`` or ``b`` does not hold real numbers, or ``eps`` is not a
+        real number.
     ValueError
         If ``a`` or ``b`` has fewer than 2 dimensions, holds NaN or inf, the
         feature sizes ``d`` differ, the leading dimensions do not broadcast,
-        or ``eps`` is not positive.
+        or ``eps`` is not positive and finite.
 
     Examples
     --------
@@ -48,8 +49,8 @@ def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
     >>> cosine_similarity(a, b).round(3).tolist()
     [[1.0, 0.0, 0.0], [0.707, 0.707, 0.0]]
     """
-    left = as_float_array(a, "a")
-    right = as_float_array(b, "b")
+    left = as_float_array(a, "a", finite=True)
+    right = as_float_array(b, "b", finite=True)
     check_rank(left.shape, "a")
     check_rank(right.shape, "b")
     if left.shape[-1] != right.shape[-1]:
@@ -58,10 +59,7 @@ def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
             f"b has shape {right.shape}"
         )
     broadcast_shapes(("a batch dims of", left.shape[:-2]), ("b batch dims of", right.shape[:-2]))
-    if not eps > 0:
-        raise ValueError(f"eps must be positive, got {eps}")
-    if not (np.isfinite(left).all() and np.isfinite(right).all()):
-        raise ValueError("a and b must be finite")
+    eps = check_real(eps, "eps", low=0.0, low_open=True)
     left_unit = left / np.maximum(np.linalg.norm(left, axis=-1, keepdims=True), eps)
     right_unit = right / np.maximum(np.linalg.norm(right, axis=-1, keepdims=True), eps)
     return np.clip(left_unit @ np.swapaxes(right_unit, -1, -2), -1.0, 1.0)

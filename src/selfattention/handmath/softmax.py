@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import as_bool_mask, as_float_array, check_mask_shape
+from .._checks import as_bool_mask, as_float_array, check_int, check_mask_shape
 
 
 def softmax(x: Any, axis: int = -1, mask: Any | None = None) -> np.ndarray:
@@ -37,7 +37,8 @@ def softmax(x: Any, axis: int = -1, mask: Any | None = None) -> np.ndarray:
     Raises
     ------
     TypeError
-        If ``x`` is not real numbers, or ``mask`` is not boolean.
+        If ``x`` is not real numbers, ``axis`` is not an int, or ``mask`` is
+        not boolean.
     ValueError
         If ``x`` is a scalar, holds NaN or ``+inf``, ``axis`` is out of range,
         or ``mask`` does not broadcast to the shape of ``x``.
@@ -52,13 +53,13 @@ def softmax(x: Any, axis: int = -1, mask: Any | None = None) -> np.ndarray:
     >>> softmax([5.0, 7.0], mask=[False, False]).tolist()
     [0.0, 0.0]
     """
-    scores = as_float_array(x, "x")
+    # -inf is a score of weight 0; NaN and +inf are refused.
+    scores = as_float_array(x, "x", finite=True, allow_neg_inf=True)
     if scores.ndim == 0:
         raise ValueError("x must have at least one dimension, got a scalar")
+    axis = check_int(axis, "axis")
     if not -scores.ndim <= axis < scores.ndim:
         raise ValueError(f"axis {axis} is out of range for x of shape {scores.shape}")
-    if np.isposinf(scores).any():
-        raise ValueError(f"x contains +inf (shape {scores.shape}); softmax of it is undefined")
     out_dtype = scores.dtype
     # float16 has too little range and precision for the running sum.
     work = scores.astype(np.float32) if out_dtype == np.float16 else scores

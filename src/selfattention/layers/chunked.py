@@ -20,24 +20,20 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .._checks import check_attention_shapes, check_positive_int
-from .attention_torch import check_float_tensor
+from .._checks import (
+    check_attention_shapes,
+    check_finite,
+    check_flag,
+    check_float_tensor,
+    check_positive_int,
+    check_real,
+)
 
 #: The default tile side: the largest power of two whose float32 tile of
 #: scores and its query, key and value rows (d_k = d_v = 64) fit in 1 MiB, a
 #: typical per-core L2 cache. Chapter 12, exercise 1, derives it and reports
 #: the timings of the other block sizes (``make bench-attention`` measures them).
 DEFAULT_BLOCK_SIZE = 256
-
-
-def _check_scale(scale: object) -> float | None:
-    if scale is None:
-        return None
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
-    if not math.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
-    return float(scale)
 
 
 def chunked_attention(
@@ -71,6 +67,18 @@ def chunked_attention(
     torch.Tensor
         ``(..., T_q, d_v)``, in the inputs' dtype. A query with no key to
         attend to (only possible when ``T_k = 0``) gets a row of zeros.
+
+    Raises
+    ------
+    TypeError
+        If an input is not a floating-point tensor, the three dtypes differ,
+        ``causal`` is not a bool, ``scale`` is not a real number or
+        ``block_size`` is not an int.
+    ValueError
+        If the shapes do not fit together, the tensors are on different
+        devices (or ``meta``), an input holds NaN or inf, ``scale`` is not
+        finite, ``block_size`` is not positive, or the scores overflow the
+        dtype.
 
     Notes
     -----
@@ -115,10 +123,11 @@ def chunked_attention(
             f"query, key and value must be on one device, got {query.device}, "
             f"{key.device} and {value.device}"
         )
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    scale = _check_scale(scale)
+    causal = check_flag(causal, "causal")
+    scale = None if scale is None else check_real(scale, "scale", kind="a float or None")
     block = check_positive_int(block_size, "block_size")
+    for name, tensor in (("query", query), ("key", key), ("value", value)):
+        check_finite(tensor, name)  # also the keys a causal query never reaches
 
     t_q, d_k = query.shape[-2:]
     t_k, d_v = value.shape[-2:]
@@ -199,10 +208,10 @@ def chunked_attention(
         # z = 0 only for a query with no key at all: its row stays zero.
         safe = torch.where(row_sum > 0, row_sum, torch.ones_like(row_sum))
         tile_out = acc[:, :, :d_v] / safe  # (N, b_q, d_v)
-        # A NaN or inf in the inputs, or scores that overflow, reach the
-        # output; checking tile by tile keeps the check's memory small.
+        # The inputs are finite (checked above), but scores that overflow
+        # reach the output; checking tile by tile keeps the check's memory small.
         if not torch.isfinite(tile_out).all():
-            _raise_not_finite(query, key, value, work, scale)
+            _raise_overflow(query, key, work, scale)
         if inplace:
             out[:, q0:q1] = tile_out
         else:
@@ -212,15 +221,10 @@ def chunked_attention(
     return out.reshape(*batch_shape, t_q, d_v).to(out_dtype)
 
 
-def _raise_not_finite(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, work: torch.dtype, scale: float
+def _raise_overflow(
+    query: torch.Tensor, key: torch.Tensor, work: torch.dtype, scale: float
 ) -> None:
-    """Say why an output tile is not finite: bad inputs, or overflowing scores."""
-    for name, tensor in (("query", query), ("key", key), ("value", value)):
-        if not torch.isfinite(tensor).all():
-            raise ValueError(
-                f"{name} must be finite, without NaN or inf (shape {tuple(tensor.shape)})"
-            )
+    """Say why an output tile of finite inputs is not finite: the scores overflow."""
     raise ValueError(
         f"the scores Q K^T * scale overflow {work} (query {tuple(query.shape)}, "
         f"key {tuple(key.shape)}, scale {scale}); rescale the inputs or compute in float64"
