@@ -119,7 +119,7 @@ class CacheConfig:
 
     @property
     def numbers_per_token_per_layer(self) -> int:
-        """Numbers one layer caches per token: ``2 h_kv d_k``, or ``d_c + d_R`` with a latent.
+        """The numbers one layer caches per token, ``2 h_kv d_k`` (``d_c + d_R`` with a latent).
 
         Examples
         --------
@@ -134,7 +134,10 @@ class CacheConfig:
 
     @property
     def local_layers(self) -> int:
-        """How many layers are windowed: ``num_local_layers``, all with a bare ``window``, else 0.
+        """How many layers are windowed.
+
+        ``num_local_layers`` when given; every layer with a ``window`` alone;
+        0 without a window.
 
         Examples
         --------
