@@ -31,12 +31,12 @@ def _common_mistakes(length: int, d_model: int) -> dict[str, np.ndarray]:
     swapped[:, 0::2], swapped[:, 1::2] = np.cos(angles), np.sin(angles)
     return {
         "the columns are all sines, then all cosines; the paper interleaves them: "
-        "column 2i is a sine and column 2i+1 the cosine of the same angle": np.concatenate(
+        "column 2l is a sine and column 2l+1 the cosine of the same angle": np.concatenate(
             [np.sin(angles), np.cos(angles)], axis=1
         ),
         "sine and cosine are swapped: even columns (0, 2, ...) hold the sine": swapped,
-        "the odd columns use their own index in the exponent; column 2i+1 must use "
-        "the same frequency as column 2i, 1 / 10000**(2i / d_model)": own_index,
+        "the odd columns use their own index in the exponent; column 2l+1 must use "
+        "the same frequency as column 2l, 1 / 10000**(2l / d_model)": own_index,
     }
 
 
