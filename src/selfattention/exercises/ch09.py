@@ -13,7 +13,7 @@ from ._runner import Case, run_checks
 def reference_split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``(B, T, d_model) -> (B, num_heads, T, d_model // num_heads)`` with view + transpose.
 
-    Head ``r`` holds features ``r * d_head`` to ``(r + 1) * d_head - 1`` of
+    Head ``r`` holds features ``r * d_k`` to ``(r + 1) * d_k - 1`` of
     every token, and row ``i`` of every head is token ``i``.
 
     Examples
@@ -29,7 +29,7 @@ def reference_split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 
 def reference_expand_kv_heads(kv: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """``(B, num_kv_heads, T, d_head) -> (B, num_heads, T, d_head)`` for grouped-query attention.
+    """``(B, num_kv_heads, T, d_k) -> (B, num_heads, T, d_k)`` for grouped-query attention.
 
     Each key/value head is repeated for the ``num_heads // num_kv_heads``
     consecutive query heads of its group, so query head ``r`` reads key/value
@@ -57,11 +57,11 @@ def _labelled(batch: int, length: int, width: int) -> torch.Tensor:
 
 
 def check_split_heads(fn: Callable[[torch.Tensor, int], Any]) -> bool:
-    """Check ``fn(x, num_heads)`` that splits ``x (B, T, d_model)`` into ``(B, h, T, d_head)``.
+    """Check ``fn(x, num_heads)`` that splits ``x (B, T, d_model)`` into ``(B, h, T, d_k)``.
 
     The first case holds the numbers ``10 i + l`` (token ``i``, feature
     ``l``), so a failure shows which token and feature landed where. A bare
-    ``x.view(B, h, T, d_head)`` fails it: its heads hold whole tokens, not
+    ``x.view(B, h, T, d_k)`` fails it: its heads hold whole tokens, not
     slices of every token's features.
     """
     generator = torch.Generator().manual_seed(9)
@@ -81,8 +81,8 @@ def check_split_heads(fn: Callable[[torch.Tensor, int], Any]) -> bool:
 def check_expand_kv_heads(fn: Callable[[torch.Tensor, int], Any]) -> bool:
     """Check ``fn(kv, num_heads)`` that shares key/value heads among ``num_heads`` query heads.
 
-    ``kv`` has shape ``(B, num_kv_heads, T, d_head)``; the result has shape
-    ``(B, num_heads, T, d_head)``.
+    ``kv`` has shape ``(B, num_kv_heads, T, d_k)``; the result has shape
+    ``(B, num_heads, T, d_k)``.
 
     The first case labels each key/value head by its number, so a failure
     shows the order of the heads that came back. ``kv.repeat(1, g, 1, 1)``
