@@ -5,9 +5,11 @@ import pytest
 import torch
 
 from selfattention import (
+    KVCache,
     MultiHeadAttention,
     SelfAttention,
     causal_mask,
+    chunked_attention,
     cosine_similarity,
     scaled_dot_product_attention,
     sinusoidal_positional_encoding,
@@ -210,3 +212,104 @@ def test_no_silent_nan_on_large_scores(dtype):
         assert "finite" in str(exc) or "inf" in str(exc)
     else:
         assert np.all(np.isfinite(output)) and np.all(np.isfinite(weights))
+
+
+# --- One policy everywhere (issue 18) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call,pattern",
+    [
+        (
+            lambda: scaled_dot_product_attention(Q, K, V, causal=1),
+            "causal must be a bool, got int 1",
+        ),
+        (lambda: SelfAttention(4)(torch.zeros(2, 4), causal="yes"), "causal must be a bool"),
+        (
+            lambda: MultiHeadAttention(8, 2)(torch.zeros(1, 2, 8), causal=1),
+            "causal must be a bool",
+        ),
+        (lambda: MultiHeadAttention(8, 2, bias="yes"), "bias must be a bool, got str 'yes'"),
+        (lambda: SelfAttention(4, bias=1), "bias must be a bool, got int 1"),
+        (lambda: MultiHeadAttention(8, 2, dropout="0.1"), "dropout must be a real number"),
+        (lambda: cosine_similarity(np.ones((1, 2)), np.ones((1, 2)), eps="1e-8"), "eps must be"),
+        (lambda: sinusoidal_positional_encoding(3, 4, base="1e4"), "base must be a real number"),
+        (lambda: scaled_dot_product_attention(Q, K, V, scale="0.5"), "scale must be a float"),
+        (lambda: softmax(np.zeros(3), axis=1.0), "axis must be an int, got float 1.0"),
+    ],
+)
+def test_flags_and_numbers_are_checked_for_type_by_name(call, pattern):
+    with pytest.raises(TypeError, match=pattern):
+        call()
+
+
+def test_modules_name_dtype_and_device_mismatches():
+    module = MultiHeadAttention(8, 2)  # float32 parameters on the CPU
+    x64 = torch.zeros(1, 3, 8, dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"query has dtype torch.float64, the module's param"):
+        module(x64)
+    with pytest.raises(TypeError, match=r"x has dtype torch.float64, the module's param"):
+        SelfAttention(8)(x64)
+    with pytest.raises(ValueError, match=r"query is on the meta device"):
+        module(torch.zeros(1, 3, 8, device="meta"))
+    meta_module = MultiHeadAttention(8, 2).to("meta")
+    with pytest.raises(
+        ValueError, match=r"query is on device cpu, the module's parameters on meta"
+    ):
+        meta_module(torch.zeros(1, 3, 8))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_input_raises_in_every_function(bad):
+    """The one non-finite policy: NaN or inf in, a ValueError naming the argument out."""
+    t = torch.zeros(1, 3, 8)
+    t[0, 1, 2] = bad
+    a = np.zeros((1, 3, 4))
+    a[0, 1, 2] = bad
+    word = "NaN" if bad != bad else "inf"
+    calls = {
+        "query": lambda: MultiHeadAttention(8, 2)(t),
+        "x": lambda: SelfAttention(8)(t),
+        "key": lambda: KVCache().append(t[None], t[None]),
+        "value": lambda: chunked_attention(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8), t),
+        "query ": lambda: scaled_dot_product_attention(a, a, a),
+        "a": lambda: cosine_similarity(a, a),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=rf"{name.strip()} contains {word}"):
+            call()
+
+
+def test_softmax_takes_minus_inf_but_not_nan_or_plus_inf():
+    np.testing.assert_array_equal(softmax(np.array([0.0, -np.inf])), [1.0, 0.0])
+    with pytest.raises(ValueError, match=r"x contains \+inf .*-inf means blocked"):
+        softmax(np.array([0.0, np.inf]))
+    with pytest.raises(ValueError, match=r"x contains NaN"):
+        softmax(np.array([np.nan, -np.inf]))
+
+
+def test_fully_masked_rows_give_zeros_not_nan_everywhere():
+    """Refusing NaN input must not turn the package's zero rows into errors."""
+    keep = np.array([[True, True], [False, False]])  # query 1 may attend to nothing
+    out, weights = scaled_dot_product_attention(
+        np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)), mask=keep
+    )
+    assert np.all(weights[1] == 0) and np.all(out[1] == 0)
+    _, weights = SelfAttention(3)(torch.randn(2, 3), mask=keep)
+    assert torch.all(weights[1] == 0)
+    _, weights = MultiHeadAttention(4, 2)(torch.randn(1, 2, 4), mask=keep)
+    assert torch.all(weights[0, :, 1] == 0)
+    assert np.all(softmax(np.ones(2), mask=np.array([False, False])) == 0)
+    empty = chunked_attention(torch.ones(1, 2, 4), torch.ones(1, 0, 4), torch.ones(1, 0, 3))
+    assert torch.all(empty == 0)
+
+
+def test_numpy_consumers_take_torch_masks_and_torch_consumers_take_numpy_masks():
+    keep = causal_mask(3)  # numpy (3, 3)
+    q = np.random.default_rng(0).normal(size=(3, 4))
+    from_numpy, _ = scaled_dot_product_attention(q, q, q, mask=keep)
+    from_torch, _ = scaled_dot_product_attention(q, q, q, mask=torch.from_numpy(keep))
+    np.testing.assert_array_equal(from_numpy, from_torch)
+    module = SelfAttention(4)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(module(x, mask=keep)[0], module(x, causal=True)[0], rtol=0, atol=0)

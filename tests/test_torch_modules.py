@@ -2,12 +2,22 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from selfattention import MultiHeadAttention, SelfAttention
+from selfattention import (
+    MultiHeadAttention,
+    SelfAttention,
+    causal_mask,
+    from_additive,
+    from_attention_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+    softmax,
+)
 
 ATOL = 1e-10
 
@@ -168,3 +178,59 @@ def test_scale_uses_per_head_dimension():
     k = module.split_heads(module.k_proj(x))
     torch.testing.assert_close(weights, torch.softmax(q @ k.transpose(-2, -1) / 6.0, dim=-1))
     assert math.sqrt(module.head_dim) == 6.0
+
+
+# Masks are interchangeable: whatever a mask builder returns, every consumer takes.
+
+
+def _builders():
+    """(name, mask) for every mask builder of the package, in both libraries; T = 4."""
+    tokens = np.array([[1, 1, 1, 1], [1, 1, 0, 0]])  # a tokenizer's attention_mask (B, T_k)
+    additive = np.where(causal_mask(4), 0.0, -np.inf)  # (T_q, T_k)
+    return [
+        ("causal_mask", causal_mask(4)),  # numpy (4, 4)
+        ("padding_mask(list)", padding_mask([4, 2])[:, None, None, :]),  # numpy (B, 1, 1, T_k)
+        ("padding_mask(tensor)", padding_mask(torch.tensor([4, 2]))[:, None, None, :]),
+        ("from_attention_mask(numpy)", from_attention_mask(tokens)),  # (B, 1, 1, T_k)
+        ("from_attention_mask(torch)", from_attention_mask(torch.from_numpy(tokens))),
+        ("from_additive(numpy)", from_additive(additive)),
+        ("from_additive(torch)", from_additive(torch.from_numpy(additive))),
+    ]
+
+
+def _as_torch(mask):
+    return mask if isinstance(mask, torch.Tensor) else torch.from_numpy(mask)
+
+
+@pytest.mark.parametrize("name,mask", _builders(), ids=[name for name, _ in _builders()])
+def test_every_mask_builder_feeds_every_consumer(name, mask):
+    x = torch.randn(2, 4, 8)  # (B, T, d_model)
+    keep = _as_torch(mask)  # the same mask as a tensor: the reference's
+
+    module = MultiHeadAttention(8, 2)
+    q = module.split_heads(module.q_proj(x))  # (B, h, T, head_dim)
+    k = module.split_heads(module.k_proj(x))  # (B, h, T, head_dim)
+    v = module.split_heads(module.v_proj(x))  # (B, h, T, head_dim)
+    expected = module.out_proj(
+        module.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=keep))
+    )
+    torch.testing.assert_close(module(x, mask=mask)[0], expected, atol=ATOL, rtol=0)
+
+    single = SelfAttention(8, d_k=4)
+    mask3 = mask[:, 0] if mask.ndim == 4 else mask  # scores (B, T, T): drop the head axis
+    torch.testing.assert_close(
+        single(x, mask=mask3)[0],
+        reference_self_attention(single, x, mask=_as_torch(mask3)),
+        atol=ATOL,
+        rtol=0,
+    )
+
+    q_np, k_np, v_np = (t.detach().numpy() for t in (q, k, v))  # (B, h, T, head_dim)
+    output, _ = scaled_dot_product_attention(q_np, k_np, v_np, mask=mask)
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=keep).detach().numpy()
+    np.testing.assert_allclose(output, reference, atol=ATOL, rtol=0)
+
+    scores = np.random.default_rng(0).normal(size=(2, 1, 4, 4))  # (B, h, T_q, T_k)
+    weights = softmax(scores, mask=mask)
+    expected = torch.softmax(torch.from_numpy(scores).masked_fill(~keep, -torch.inf), -1)
+    np.testing.assert_allclose(weights, expected.numpy(), atol=ATOL, rtol=0)

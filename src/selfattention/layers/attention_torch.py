@@ -13,7 +13,13 @@ import math
 import torch
 
 from .. import _checks
-from .._checks import as_bool_mask, check_flag, check_mask_shape, check_same_dtype_device
+from .._checks import (
+    all_finite,
+    as_bool_mask,
+    check_flag,
+    check_mask_shape,
+    check_same_dtype_device,
+)
 from ..masks import causal_mask
 
 
@@ -186,10 +192,10 @@ def _check_output_finite(
     overflow the dtype; the message says which. ``what`` names the result
     ("output", "keys").
     """
-    if bool(torch.isfinite(result).all()):
+    if all_finite(result):
         return
     for name, parameter in module.named_parameters():
-        if not bool(torch.isfinite(parameter).all()):
+        if not all_finite(parameter):
             raise ValueError(
                 f"the module's parameter {name} (shape {tuple(parameter.shape)}) holds NaN "
                 f"or inf, so the attention's {what} would too"
