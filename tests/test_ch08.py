@@ -10,8 +10,8 @@ from selfattention.exercises import check_attention_output
 
 
 def right_attention(query, key, value):
-    scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])  # (..., Tq, Tk)
-    return softmax(scores, axis=-1) @ value  # (..., Tq, d_v)
+    scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])  # (..., T_q, T_k)
+    return softmax(scores, axis=-1) @ value  # (..., T_q, d_v)
 
 
 def test_attention_output_checker_accepts_right_answer(capsys):
@@ -41,7 +41,7 @@ def test_attention_output_checker_rejects_softmax_over_queries(capsys):
 def test_attention_output_checker_names_the_case_of_a_transposed_product(capsys):
     def transposed(query, key, value):
         scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])
-        weights = softmax(scores, axis=-1)  # (..., Tq, Tk)
+        weights = softmax(scores, axis=-1)  # (..., T_q, T_k)
         return (
             np.swapaxes(weights, -1, -2) @ value
             if weights.shape[-1] == weights.shape[-2]
