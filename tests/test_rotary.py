@@ -25,7 +25,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rotary_embedding_torch import RotaryEmbedding
 
-from selfattention import permute_rotary_rows, rotary_embedding
+from selfattention import KVCache, MultiHeadAttention, permute_rotary_rows, rotary_embedding
+from selfattention.exercises import check_rotary_embedding
 from selfattention.layers.rotary import rotary_frequencies
 
 F64 = torch.float64
@@ -348,7 +349,7 @@ def test_the_converter_leaves_scores_unchanged(
         (
             lambda: rotary_embedding(torch.zeros(3, 4), torch.tensor([0.0, float("inf"), 1.0])),
             ValueError,
-            "positions contains NaN or inf",
+            "positions contains inf",
         ),
         (lambda: rotary_embedding(torch.zeros(3, 4), base=0.0), ValueError, "base must be"),
         (lambda: rotary_embedding(torch.zeros(3, 4), base=-2.0), ValueError, "base must be"),
@@ -426,3 +427,161 @@ def test_same_layout_conversion_is_a_copy():
     weight = randn(8, 3)
     copy = permute_rotary_rows(weight, 2, "half", "half")
     assert torch.equal(copy, weight) and copy.data_ptr() != weight.data_ptr()
+
+
+# --- the chapter's exercise checker ---------------------------------------------
+
+
+def _reader_rope(x, positions, base=10000.0, sign=1.0, factor=2.0):
+    d = x.shape[-1]
+    theta = base ** (-factor * torch.arange(d // 2, dtype=F64) / d)  # (d/2,)
+    angles = sign * positions.to(F64)[:, None] * theta  # (T, d/2)
+    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2))
+    return torch.view_as_real(pairs * torch.polar(torch.ones_like(angles), angles)).flatten(-2)
+
+
+def test_rotary_checker_accepts_the_complex_solution(capsys):
+    assert check_rotary_embedding(_reader_rope) is True
+    assert capsys.readouterr().out.startswith("✓ check_rotary_embedding: all 6 cases pass")
+
+
+@pytest.mark.parametrize(
+    ("wrong", "hint"),
+    [
+        (lambda x, p, base=10000.0: rotary_embedding(x, p, base, layout="half"), "half layout"),
+        (lambda x, p, base=10000.0: _reader_rope(x, p, base, sign=-1.0), "clockwise"),
+        (lambda x, p, base=10000.0: _reader_rope(x, p, base, factor=1.0), "factor 2"),
+    ],
+)
+def test_rotary_checker_names_common_mistakes(capsys, wrong, hint):
+    assert check_rotary_embedding(wrong) is False
+    out = capsys.readouterr().out
+    assert "✗ check_rotary_embedding: case" in out and "hint: " in out and hint in out
+
+
+def test_rotary_checker_catches_a_forgotten_base(capsys):
+    def ignores_base(x, positions, base=10000.0):
+        return _reader_rope(x, positions)
+
+    assert check_rotary_embedding(ignores_base) is False
+    assert "case 5 (base = 500)" in capsys.readouterr().out
+
+
+# --- MultiHeadAttention(rope=True) and the KV cache ------------------------------
+
+
+def rope_layer(num_kv_heads: int, d_model: int = 32, num_heads: int = 4, base=10000.0):
+    torch.manual_seed(num_kv_heads)
+    layer = MultiHeadAttention(
+        d_model, num_heads, num_kv_heads=num_kv_heads, rope=True, rope_base=base
+    )
+    return layer.to(F64).eval()
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+def test_rope_layer_equals_sdpa_on_rotated_queries_and_keys(num_kv_heads):
+    layer = rope_layer(num_kv_heads, base=500.0)
+    x = randn(2, 9, 32)  # (B, T, d_model)
+    with torch.no_grad():
+        output, _ = layer(x, causal=True)
+        q = layer.split_heads(layer.q_proj(x))  # (B, h, T, d_k)
+        k = layer.split_heads(layer.k_proj(x), num_kv_heads)  # (B, h_kv, T, d_k)
+        v = layer.split_heads(layer.v_proj(x), num_kv_heads)  # (B, h_kv, T, d_k): not rotated
+        q, k = (rotary_embedding(t, base=500.0, layout="half") for t in (q, k))
+        context = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, is_causal=True, enable_gqa=True
+        )
+        expected = layer.out_proj(layer.merge_heads(context))
+    torch.testing.assert_close(output, expected, atol=1e-12, rtol=0)
+
+
+def decode(layer, x, chunks, restart=False):
+    """Feed ``x (B, T, d_model)`` in chunks of the given sizes through one cache."""
+    cache, outputs, start = KVCache(), [], 0
+    with torch.no_grad():
+        for size in chunks:
+            outputs.append(layer(x[:, start : start + size], causal=True, cache=cache)[0])
+            start += size
+            if restart:
+                cache.position = 0  # the classic bug: every call starts again at 0
+    return torch.cat(outputs, dim=1), cache
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize(
+    "chunks", [[1] * 20, [5] + [1] * 15, [5, 3, 1, 4, 7]], ids=["tokens", "prefill", "chunks"]
+)
+def test_cached_decoding_with_rope_equals_one_causal_pass(num_kv_heads, chunks):
+    layer = rope_layer(num_kv_heads)
+    x = randn(2, 20, 32, seed=num_kv_heads)  # (B, T, d_model)
+    with torch.no_grad():
+        full, _ = layer(x, causal=True)
+    decoded, cache = decode(layer, x, chunks)
+    assert (decoded - full).abs().max() < 1e-10
+    assert cache.position == len(cache) == 20
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("chunks", [[1] * 20, [5] + [1] * 15], ids=["tokens", "prefill"])
+def test_a_cache_whose_positions_restart_at_zero_fails_the_same_check(num_kv_heads, chunks):
+    layer = rope_layer(num_kv_heads)
+    x = randn(2, 20, 32, seed=num_kv_heads)
+    with torch.no_grad():
+        full, _ = layer(x, causal=True)
+    decoded, _ = decode(layer, x, chunks, restart=True)
+    error = (decoded - full).abs().amax(dim=(0, 2))  # (T,)
+    first = chunks[0]
+    assert error[:first].max() < 1e-10  # the first call really starts at 0
+    assert error[first:].min() > 1e-4  # every later token is wrong
+
+
+def test_without_rope_the_module_is_unchanged_and_positions_still_count():
+    torch.manual_seed(0)
+    plain = MultiHeadAttention(16, 2).to(F64).eval()
+    assert plain.rope is False
+    x = randn(1, 6, 16)
+    with torch.no_grad():
+        expected = torch.nn.functional.scaled_dot_product_attention(
+            *(plain.split_heads(p(x)) for p in (plain.q_proj, plain.k_proj, plain.v_proj))
+        )
+        output, _ = plain(x)
+    torch.testing.assert_close(output, plain.out_proj(plain.merge_heads(expected)))
+    decoded, cache = decode(plain, x, [2, 1, 3])
+    assert cache.position == 6
+
+
+def test_cache_position_counts_appends_and_resets():
+    cache = KVCache()
+    assert cache.position == 0
+    cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    cache.append(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4))
+    assert cache.position == len(cache) == 5
+    with pytest.raises(ValueError):
+        cache.append(torch.zeros(1, 3, 1, 4), torch.zeros(1, 3, 1, 4))  # wrong head count
+    assert cache.position == 5, "a call that raises does not count"
+    cache.reset()
+    assert cache.position == 0 and len(cache) == 0
+
+
+def test_a_failed_rope_call_leaves_the_position_alone():
+    layer = rope_layer(2)
+    cache = KVCache()
+    with torch.no_grad():
+        layer(randn(1, 3, 32), causal=True, cache=cache)
+        with pytest.raises(ValueError):
+            layer(torch.full((1, 1, 32), float("nan"), dtype=F64), causal=True, cache=cache)
+    assert cache.position == len(cache) == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"d_model": 6, "num_heads": 2, "rope": True}, ValueError, "even head_dim"),
+        ({"d_model": 8, "num_heads": 2, "rope": 1}, TypeError, "rope must be a bool"),
+        ({"d_model": 8, "num_heads": 2, "rope": True, "rope_base": 0.0}, ValueError, "rope_base"),
+        ({"d_model": 8, "num_heads": 2, "rope_base": "1e4"}, TypeError, "rope_base must be"),
+    ],
+)
+def test_bad_rope_settings_get_a_named_error(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        MultiHeadAttention(**kwargs)

@@ -27,6 +27,7 @@ from .ch09 import check_expand_kv_heads, check_split_heads
 from .ch10 import check_additive_mask
 from .ch11 import check_masked_mean
 from .ch12 import check_online_softmax_update
+from .ch13 import check_rotary_embedding
 
 __all__ = [
     "Case",
@@ -44,4 +45,5 @@ __all__ = [
     "check_additive_mask",
     "check_masked_mean",
     "check_online_softmax_update",
+    "check_rotary_embedding",
 ]

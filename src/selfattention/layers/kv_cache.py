@@ -26,6 +26,13 @@ class KVCache:
     key, value : torch.Tensor or None
         Everything cached so far, ``(B, num_kv_heads, T_cached, head_dim)``;
         None before the first ``append``.
+    position : int
+        How many positions the cache has seen: the position of the next
+        token. ``append`` advances it by the number of new tokens and
+        ``reset`` sets it back to 0. Without trimming it equals
+        ``len(cache)``; a cache that drops old keys (a sliding window) keeps
+        counting, so rotary embeddings (chapter 13) still get the absolute
+        position of every new token.
 
     Examples
     --------
@@ -33,13 +40,14 @@ class KVCache:
     >>> cache = KVCache()
     >>> keys, values = cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
     >>> keys, values = cache.append(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))
-    >>> len(cache), tuple(keys.shape), cache.nbytes
-    (4, (1, 2, 4, 4), 256)
+    >>> len(cache), tuple(keys.shape), cache.nbytes, cache.position
+    (4, (1, 2, 4, 4), 256, 4)
     """
 
     def __init__(self) -> None:
         self.key: torch.Tensor | None = None
         self.value: torch.Tensor | None = None
+        self.position: int = 0
 
     def __len__(self) -> int:
         """The number of cached positions, ``T_cached``."""
@@ -57,9 +65,10 @@ class KVCache:
         return sum(t.numel() * t.element_size() for t in (self.key, self.value))
 
     def reset(self) -> None:
-        """Forget everything (start a new sequence)."""
+        """Forget everything (start a new sequence): no keys, and position 0."""
         self.key = None
         self.value = None
+        self.position = 0
 
     def append(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``key`` and ``value`` ``(B, num_kv_heads, T_new, head_dim)`` at the end.
@@ -105,8 +114,13 @@ class KVCache:
         3
         """
         keys, values = self._extended(key, value)
-        self.key, self.value = keys, values
+        self._store(keys, values, key.shape[-2])
         return keys, values
+
+    def _store(self, keys: torch.Tensor, values: torch.Tensor, new: int) -> None:
+        """Hold ``keys`` and ``values`` (already checked) and count ``new`` positions."""
+        self.key, self.value = keys, values
+        self.position += new
 
     def _extended(
         self, key: torch.Tensor, value: torch.Tensor

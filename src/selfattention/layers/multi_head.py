@@ -11,6 +11,7 @@ from torch import nn
 from .._checks import check_finite, check_flag, check_positive_int, check_real
 from .attention_torch import _check_output_finite, attend, check_model_input, combine_masks
 from .kv_cache import KVCache
+from .rotary import _check_base, _rotate
 
 
 class MultiHeadAttention(nn.Module):
@@ -37,16 +38,29 @@ class MultiHeadAttention(nn.Module):
         Dropout on the attention weights, in training mode only, in [0, 1).
     num_kv_heads : int, optional
         Number of key/value heads; defaults to ``num_heads`` and must divide it.
+    rope : bool, default False
+        Rotate queries and keys with rotary position embeddings (chapter 13)
+        after the split into heads, in the ``"half"`` layout of
+        :func:`selfattention.rotary_embedding`; values are not rotated.
+        Queries and keys count positions from 0, or, with a ``cache``, from
+        ``cache.position``, the number of positions the cache has seen, so
+        cached decoding equals one causal pass. ``head_dim`` must be even.
+        Weights trained in the interleaved layout need
+        :func:`selfattention.permute_rotary_rows` first.
+    rope_base : float, default 10000.0
+        The rotary wavelength base; finite and above 0.
 
     Raises
     ------
     TypeError
         If ``d_model``, ``num_heads`` or ``num_kv_heads`` is not an int,
-        ``bias`` is not a bool, or ``dropout`` is not a real number.
+        ``bias`` or ``rope`` is not a bool, or ``dropout`` or ``rope_base``
+        is not a real number.
     ValueError
         If one of them is not positive, ``num_heads`` does not divide
-        ``d_model``, ``num_kv_heads`` does not divide ``num_heads``, or
-        ``dropout`` is outside [0, 1).
+        ``d_model``, ``num_kv_heads`` does not divide ``num_heads``,
+        ``dropout`` is outside [0, 1), ``rope_base`` is not above 0, or
+        ``rope=True`` with an odd ``head_dim``.
 
     Examples
     --------
@@ -56,6 +70,19 @@ class MultiHeadAttention(nn.Module):
     >>> output, weights = attention(torch.randn(2, 5, 8))
     >>> tuple(output.shape), tuple(weights.shape), attention.k_proj.out_features
     ((2, 5, 8), (2, 4, 5, 5), 4)
+
+    With ``rope=True``, decoding token by token with a cache continues the
+    positions (``cache.position``) and equals one causal pass:
+
+    >>> from selfattention import KVCache
+    >>> rotary = MultiHeadAttention(d_model=8, num_heads=2, rope=True).eval()
+    >>> x = torch.randn(1, 5, 8)  # (B, T, d_model)
+    >>> full, _ = rotary(x, causal=True)
+    >>> cache = KVCache()
+    >>> with torch.no_grad():
+    ...     steps = [rotary(x[:, t : t + 1], causal=True, cache=cache)[0] for t in range(5)]
+    >>> cache.position, torch.allclose(torch.cat(steps, dim=1), full, atol=1e-6)
+    (5, True)
     """
 
     def __init__(
@@ -65,6 +92,8 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         dropout: float = 0.0,
         num_kv_heads: int | None = None,
+        rope: bool = False,
+        rope_base: float = 10000.0,
     ) -> None:
         super().__init__()
         d_model = check_positive_int(d_model, "d_model")
@@ -78,9 +107,17 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
         bias = check_flag(bias, "bias")
         dropout = check_real(dropout, "dropout", low=0.0, high=1.0, high_open=True)
+        rope = check_flag(rope, "rope")
+        rope_base = _check_base(rope_base, "rope_base")
+        if rope and (d_model // num_heads) % 2:
+            raise ValueError(
+                f"rope=True needs an even head_dim = d_model // num_heads (pairs of "
+                f"features), got {d_model} // {num_heads} = {d_model // num_heads}"
+            )
         self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
         self.head_dim = d_model // num_heads
         self.dropout = dropout
+        self.rope, self.rope_base = rope, rope_base
         kv_width = self.num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
@@ -154,6 +191,11 @@ class MultiHeadAttention(nn.Module):
         the queries with the *end* of the keys (bottom-right), as decoding
         needs. Without a cache the causal triangle is top-left aligned, like
         PyTorch's ``is_causal``.
+
+        With ``rope=True`` the queries take positions ``start .. start + T_q
+        - 1`` and the new keys ``start .. start + T - 1``, where ``start`` is
+        ``cache.position`` with a cache and 0 without; keys are rotated
+        before they are cached.
 
         Returns ``output (B, T_q, d_model)`` and per-head ``weights
         (B, num_heads, T_q, T_k)``. In training mode with dropout the weights
@@ -236,6 +278,12 @@ class MultiHeadAttention(nn.Module):
         q = self.split_heads(self.q_proj(query))  # (B, h, T_q, head_dim)
         k = self.split_heads(self.k_proj(key), self.num_kv_heads)  # (B, h_kv, T, head_dim)
         v = self.split_heads(self.v_proj(value), self.num_kv_heads)  # (B, h_kv, T, head_dim)
+        if self.rope:
+            # New tokens continue from the positions the cache has seen, never from 0.
+            start = 0 if cache is None else cache.position
+            where = torch.arange(start, start + max(t_q, key.shape[1]), device=query.device)
+            q = _rotate(q, where[:t_q], self.rope_base, "half")  # (B, h, T_q, head_dim)
+            k = _rotate(k, where[: key.shape[1]], self.rope_base, "half")  # values: not rotated
         if cache is not None:
             # Keys and values that are not finite must not reach the cache; say why.
             _check_output_finite(k, self, "query, key and value", "keys")
@@ -252,7 +300,7 @@ class MultiHeadAttention(nn.Module):
 
         # 3. Everything succeeded: only now store the new keys and values.
         if cache is not None:
-            cache.key, cache.value = k, v
+            cache._store(k, v, key.shape[1])
         return output, weights
 
     def _check_cache(self, cache: KVCache, batch: int) -> int:

@@ -16,19 +16,16 @@ interchangeable:
   and Hugging Face layout (``rotate_half``).
 
 Weights trained in one layout give wrong scores in the other.
-:func:`permute_rotary_rows` reorders the rows of the query and key
+:func:`selfattention.permute_rotary_rows` reorders the rows of the query and key
 projections so that the same model gives the same scores in the other
 layout: the conversion weight-porting scripts perform.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from .._checks import check_positive_int, check_rank
-from .attention_torch import check_float_tensor
+from .._checks import check_finite, check_float_tensor, check_positive_int, check_rank, check_real
 
 #: The two pairings of features, see the module docstring.
 LAYOUTS = ("half", "interleaved")
@@ -42,12 +39,8 @@ def _check_layout(layout: object, name: str = "layout") -> str:
     return layout
 
 
-def _check_base(base: object) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)):
-        raise TypeError(f"base must be a real number, got {type(base).__name__}")
-    if not (math.isfinite(base) and base > 0):
-        raise ValueError(f"base must be a finite number above 0, got {base}")
-    return float(base)
+def _check_base(base: object, name: str = "base") -> float:
+    return check_real(base, name, low=0.0, low_open=True)
 
 
 def _check_head_dim(head_dim: int, shape: tuple[int, ...], name: str) -> None:
@@ -121,8 +114,7 @@ def _positions_for(x: torch.Tensor, positions: object) -> torch.Tensor:
         raise ValueError(
             f"positions is on {positions.device} but x is on {x.device}; move one of them"
         )
-    if positions.is_floating_point() and not torch.isfinite(positions).all():
-        raise ValueError(f"positions contains NaN or inf (shape {tuple(positions.shape)})")
+    check_finite(positions, "positions")
     expected = f"(T,) = ({length},)"
     if x.dim() >= 3:
         expected += f" or (B, T) = ({shape[0]}, {length})"
@@ -211,9 +203,12 @@ def rotary_embedding(
     _check_head_dim(x.shape[-1], tuple(x.shape), "x")
     base = _check_base(base)
     layout = _check_layout(layout)
-    if not torch.isfinite(x).all():
-        raise ValueError(f"x contains NaN or inf (shape {tuple(x.shape)})")
-    positions = _positions_for(x, positions)  # (T,) or (B, 1, ..., T)
+    check_finite(x, "x")
+    return _rotate(x, _positions_for(x, positions), base, layout)
+
+
+def _rotate(x: torch.Tensor, positions: torch.Tensor, base: float, layout: str) -> torch.Tensor:
+    """``rotary_embedding`` without the checks: ``positions`` broadcasts to ``x[..., 0]``."""
     work = torch.float32 if x.device.type == "mps" else torch.float64
     theta = rotary_frequencies(x.shape[-1], base, work).to(x.device)  # (d_k/2,)
     angles = positions.to(work)[..., None] * theta  # (..., T, d_k/2)
