@@ -11,21 +11,30 @@ from ._runner import Case, run_checks
 
 
 def reference_online_softmax_update(
-    m: np.ndarray, ell: np.ndarray, a: np.ndarray, scores: np.ndarray, values: np.ndarray
+    m: np.ndarray, z: np.ndarray, o: np.ndarray, scores: np.ndarray, values: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fold one block of keys into the running state of each query.
 
-    ``m (T_q,)`` is the largest score seen so far, ``ell (T_q,)`` the sum of
-    ``exp(score - m)`` so far, ``a (T_q, d_v)`` the sum of
-    ``exp(score - m) * value`` so far; ``scores (T_q, B)`` are the new block's
-    (already scaled) scores and ``values (B, d_v)`` its values. Returns the
-    new ``(m, ell, a)``; the attention output is ``a / ell[:, None]`` once
-    every block has been folded in.
+    ``m (T_q,)`` is the largest score seen so far, ``z (T_q,)`` the sum of
+    ``exp(score - m)`` so far, ``o (T_q, d_v)`` the sum of
+    ``exp(score - m) * value`` so far (chapter 12's running maximum, sum and
+    unnormalised output); ``scores (T_q, b_k)`` are the new block's (already
+    scaled) scores for its ``b_k`` keys and ``values (b_k, d_v)`` its values.
+    Returns the new ``(m, z, o)``; the attention output is ``o / z[:, None]``
+    once every block has been folded in.
+
+    Examples
+    --------
+    >>> m, z, o = np.full(1, -np.inf), np.zeros(1), np.zeros((1, 1))  # empty state
+    >>> m, z, o = reference_online_softmax_update(m, z, o, np.array([[0.0, 0.0]]),
+    ...                                           np.array([[1.0], [3.0]]))
+    >>> m, z, o / z[:, None]  # two equal scores: the mean of the two values
+    (array([0.]), array([2.]), array([[2.]]))
     """
     m_new = np.maximum(m, scores.max(axis=-1))  # (T_q,)
     alpha = np.exp(m - m_new)  # (T_q,) rescales what was summed under the old max
-    p = np.exp(scores - m_new[:, None])  # (T_q, B)
-    return m_new, ell * alpha + p.sum(axis=-1), a * alpha[:, None] + p @ values
+    p = np.exp(scores - m_new[:, None])  # (T_q, b_k)
+    return m_new, z * alpha + p.sum(axis=-1), o * alpha[:, None] + p @ values
 
 
 def _empty_state(t_q: int, d_v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -35,18 +44,18 @@ def _empty_state(t_q: int, d_v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
 def check_online_softmax_update(
     fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], Any],
 ) -> bool:
-    """Check ``fn(m, ell, a, scores, values) -> (m, ell, a)``, one online-softmax step.
+    """Check ``fn(m, z, o, scores, values) -> (m, z, o)``, one online-softmax step.
 
-    Shapes: ``m (T_q,)``, ``ell (T_q,)``, ``a (T_q, d_v)``, ``scores (T_q,
-    B)``, ``values (B, d_v)``. The cases start from the empty state
-    (``m = -inf``, ``ell = 0``, ``a = 0``), fold in a block whose scores are
+    Shapes: ``m (T_q,)``, ``z (T_q,)``, ``o (T_q, d_v)``, ``scores (T_q,
+    b_k)``, ``values (b_k, d_v)``. The cases start from the empty state
+    (``m = -inf``, ``z = 0``, ``o = 0``), fold in a block whose scores are
     lower than the running maximum and one whose scores are higher (so that
     the old sum and output must be rescaled), and use scores near 1000 that
     overflow ``exp`` unless the maximum is subtracted first.
     """
     rng = np.random.default_rng(12)
-    m0, ell0, a0 = _empty_state(2, 3)
-    first = (m0, ell0, a0, rng.normal(size=(2, 4)), rng.normal(size=(4, 3)))
+    m0, z0, o0 = _empty_state(2, 3)
+    first = (m0, z0, o0, rng.normal(size=(2, 4)), rng.normal(size=(4, 3)))
     state = reference_online_softmax_update(*first)
     lower = (*state, rng.normal(size=(2, 5)) - 3.0, rng.normal(size=(5, 3)))
     higher = (*state, rng.normal(size=(2, 5)) + 3.0, rng.normal(size=(5, 3)))
@@ -54,7 +63,7 @@ def check_online_softmax_update(
         *_empty_state(3, 2), 1000.0 + rng.normal(size=(3, 4)), rng.normal(size=(4, 2))
     )
     cases = [
-        Case("the first block, from the empty state m = -inf, ell = 0, a = 0", first),
+        Case("the first block, from the empty state m = -inf, z = 0, o = 0", first),
         Case("a second block with lower scores: the running max stays", lower),
         Case("a second block with higher scores: the old sum and output must be rescaled", higher),
         Case(

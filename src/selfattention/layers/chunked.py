@@ -29,9 +29,9 @@ from .._checks import (
     check_real,
 )
 
-#: The default tile side: the largest power of two whose float32 tile of
-#: scores and its query, key and value rows (d_k = d_v = 64) fit in 1 MiB, a
-#: typical per-core L2 cache. Chapter 12, exercise 1, derives it and reports
+#: The default tile side, 256, is the largest power of two whose float32 tile
+#: of scores and its query, key and value rows (d_k = d_v = 64) fit in 1 MiB,
+#: a typical per-core L2 cache. Chapter 12, exercise 1, derives it and reports
 #: the timings of the other block sizes (``make bench-attention`` measures them).
 DEFAULT_BLOCK_SIZE = 256
 
