@@ -5,7 +5,8 @@ Every mask in the package uses True = may attend. The code is grouped by job:
 - ``selfattention.handmath``: the formulas of Part I in numpy (similarity,
   positional encoding, softmax, scaled dot-product attention);
 - ``selfattention.layers``: attention as torch layers (``SelfAttention``,
-  ``MultiHeadAttention``, ``KVCache``, chunked attention);
+  ``MultiHeadAttention``, ``MultiHeadLatentAttention``, ``KVCache``, chunked
+  attention);
 - ``selfattention.masks``: building and converting masks, for numpy and torch;
 - ``selfattention.toys``: the toy data, models and training of the chapters;
 - ``selfattention.book``: notebook setup and the book's figure style;
@@ -22,6 +23,7 @@ from .handmath.similarity import cosine_similarity
 from .handmath.softmax import softmax
 from .layers.chunked import chunked_attention
 from .layers.kv_cache import KVCache
+from .layers.latent_attention import MultiHeadLatentAttention
 from .layers.multi_head import MultiHeadAttention
 from .layers.rotary import permute_rotary_rows, rotary_embedding
 from .layers.self_attention import SelfAttention
@@ -54,6 +56,7 @@ __all__ = [
     "Catalogue",
     "KVCache",
     "MultiHeadAttention",
+    "MultiHeadLatentAttention",
     "SelfAttention",
     "causal_mask",
     "chunked_attention",

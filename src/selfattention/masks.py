@@ -16,7 +16,9 @@ from ._checks import as_bool_mask, check_positive_int, check_real, describe
 ALIGNMENTS = ("top-left", "bottom-right")
 
 
-def causal_mask(t_q: int, t_k: int | None = None, align: str = "top-left") -> np.ndarray:
+def causal_mask(
+    t_q: int, t_k: int | None = None, align: str = "top-left", window: int | None = None
+) -> np.ndarray:
     """Boolean ``(t_q, t_k)`` mask that lets no query see a later key.
 
     With one argument, ``causal_mask(T)`` is the square ``(T, T)`` mask, True
@@ -30,6 +32,12 @@ def causal_mask(t_q: int, t_k: int | None = None, align: str = "top-left") -> np
       query ``i`` sees keys ``j <= i + t_k - t_q``, as if the queries were the
       *last* ``t_q`` positions. Decoding with a key/value cache needs this one.
 
+    With ``window=W`` (sliding-window attention, chapter 14) query ``i`` sees
+    only the current key and the ``W - 1`` before it: key ``j`` exactly when
+    ``0 <= i - j < W``, with ``i`` measured in the alignment's coordinates
+    (``i + t_k - t_q`` for ``"bottom-right"``). The mask is then a band of
+    width ``W`` along the diagonal.
+
     Parameters
     ----------
     t_q : int
@@ -38,6 +46,9 @@ def causal_mask(t_q: int, t_k: int | None = None, align: str = "top-left") -> np
         Number of keys (columns); defaults to ``t_q``.
     align : {"top-left", "bottom-right"}
         Where the diagonal starts.
+    window : int, optional
+        The sliding-window size ``W``, at least 1; None (the default) means
+        no window, every earlier key.
 
     Returns
     -------
@@ -47,10 +58,11 @@ def causal_mask(t_q: int, t_k: int | None = None, align: str = "top-left") -> np
     Raises
     ------
     TypeError
-        If ``t_q`` or ``t_k`` is not an int, or ``align`` is not a string.
+        If ``t_q``, ``t_k`` or ``window`` is not an int, or ``align`` is not a
+        string.
     ValueError
-        If ``t_q`` or ``t_k`` is negative or ``align`` is not one of
-        ``ALIGNMENTS``.
+        If ``t_q`` or ``t_k`` is negative, ``window`` is not positive, or
+        ``align`` is not one of ``ALIGNMENTS``.
 
     Examples
     --------
@@ -61,6 +73,11 @@ def causal_mask(t_q: int, t_k: int | None = None, align: str = "top-left") -> np
     >>> causal_mask(2, 4, align="bottom-right").astype(int)
     array([[1, 1, 1, 0],
            [1, 1, 1, 1]])
+    >>> causal_mask(4, window=2).astype(int)  # each query: itself and 1 before
+    array([[1, 0, 0, 0],
+           [1, 1, 0, 0],
+           [0, 1, 1, 0],
+           [0, 0, 1, 1]])
     """
     t_q = check_positive_int(t_q, "length" if t_k is None else "t_q", allow_zero=True)
     t_k = t_q if t_k is None else check_positive_int(t_k, "t_k", allow_zero=True)
@@ -68,8 +85,13 @@ def causal_mask(t_q: int, t_k: int | None = None, align: str = "top-left") -> np
         raise TypeError(f"align must be one of {ALIGNMENTS}, got {describe(align)}")
     if align not in ALIGNMENTS:
         raise ValueError(f"align must be one of {ALIGNMENTS}, got {align!r}")
+    if window is not None:
+        window = check_positive_int(window, "window")
     offset = 0 if align == "top-left" else t_k - t_q
-    return np.tril(np.ones((t_q, t_k), dtype=bool), k=offset)
+    keep = np.tril(np.ones((t_q, t_k), dtype=bool), k=offset)  # j <= i + offset
+    if window is not None:
+        keep &= np.triu(np.ones((t_q, t_k), dtype=bool), k=offset - window + 1)  # j > i' - W
+    return keep
 
 
 def padding_mask(lengths: Any, max_len: int | None = None) -> Any:

@@ -3,6 +3,7 @@
 ``attention_torch`` (the formula and the input checks the modules share),
 ``self_attention`` (one head, chapter 8), ``multi_head`` (heads, grouped-query
 attention, masks and the cache, chapters 9-10), ``kv_cache`` (chapter 10),
-``cache_sizes`` (a cache's bytes from a model's configuration) and ``chunked``
-(the online softmax, chapter 12).
+``cache_sizes`` (a cache's bytes from a model's configuration), ``chunked``
+(the online softmax, chapter 12), ``rotary`` (RoPE, chapter 13) and
+``latent_attention`` (multi-head latent attention, chapter 14).
 """
