@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from selfattention import KVCache, MultiHeadAttention
+from selfattention import KVCache, MultiHeadAttention, MultiHeadLatentAttention
 from selfattention.layers.cache_sizes import CacheConfig
 
 # --- measured: MultiHeadAttention + KVCache, MHA / GQA / MQA ---------------------------
@@ -180,3 +180,63 @@ def test_bad_configurations_name_the_argument(kwargs, error, message):
 def test_bad_arguments_name_the_argument(call, error, message):
     with pytest.raises(error, match=message):
         call(CacheConfig(2, 2, 4))
+
+
+# --- measured: sliding windows, local and global layers, latent attention (chapter 14) --
+
+
+def _decode_all(layers, caches, steps, d_model, batch, dtype, config, element_size):
+    """Decode through ``layers`` in chunks of ``steps``; after each, the helper must agree."""
+    tokens = 0
+    with torch.no_grad():
+        for step in steps:
+            x = torch.randn(batch, step, d_model, dtype=dtype)  # (B, T_new, d_model)
+            for layer, cache in zip(layers, caches, strict=True):
+                x = x + layer(x, causal=True, cache=cache)[0]
+            tokens += step
+            measured = sum(cache.nbytes for cache in caches)
+            assert measured == config.cache_bytes(tokens, element_size, batch=batch), tokens
+    return tokens
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("num_local_layers", [None, 0, 2, 4])
+def test_windowed_and_mixed_caches_equal_the_helper(dtype, num_local_layers):
+    torch.manual_seed(0)
+    num_layers, d_model, num_heads, num_kv_heads, window = 4, 16, 4, 2, 5
+    local = num_layers if num_local_layers is None else num_local_layers
+    layers = [  # local layers first; the order does not change the bytes
+        MultiHeadAttention(
+            d_model, num_heads, num_kv_heads=num_kv_heads, window=window if n < local else None
+        )
+        .to(dtype)
+        .eval()
+        for n in range(num_layers)
+    ]
+    caches = [KVCache() for _ in layers]
+    config = CacheConfig(
+        num_layers, num_kv_heads, d_model // num_heads, window=window,
+        num_local_layers=num_local_layers,
+    )  # fmt: skip
+    element_size = torch.empty((), dtype=dtype).element_size()
+    steps = (3, 1, 1, 4, 1, 7, 1, 1)  # 19 tokens: well past the window
+    tokens = _decode_all(layers, caches, steps, d_model, 2, dtype, config, element_size)
+    assert tokens == 19 and all(
+        len(c) == (window if n < local else 19) for n, c in enumerate(caches)
+    )
+
+
+@pytest.mark.parametrize("rope_dim", [0, 4])
+def test_latent_caches_equal_the_helper(rope_dim):
+    torch.manual_seed(0)
+    dtype, d_model = torch.bfloat16, 16
+    layers = [
+        MultiHeadLatentAttention(d_model, 4, latent_dim=6, rope_dim=rope_dim, head_dim=8)
+        .to(dtype)
+        .eval()
+        for _ in range(3)
+    ]
+    caches = [KVCache() for _ in layers]
+    config = CacheConfig(3, 4, 8, latent_dim=6, rope_dim=rope_dim)
+    _decode_all(layers, caches, (5, 1, 1, 3), d_model, 2, dtype, config, 2)
+    assert config.bytes_per_token(2) == 3 * (6 + rope_dim) * 2

@@ -11,15 +11,17 @@ range, NaN or inf) and checks that the call:
   numpy error;
 - says which argument is wrong (its name is in the message);
 - changed nothing: the arguments, a module's parameters and mode, a
-  ``KVCache``'s length, contents and dtype, and torch's random state.
+  ``KVCache``'s length, position, contents and dtype, and torch's random
+  state.
 
-Examples are derandomized, so CI runs the same calls every time: 13 groups
-of targets (the modules and their constructors, ``KVCache.append``,
-``chunked_attention``, the numpy functions, the mask builders and
-converters), 40 examples each and more for the larger ones, 755 calls in a
-few seconds. The code before issue 18 failed 210 of them. For a survey instead of a
-test, set ``SELFATTENTION_FUZZ_REPORT=<file>``: every call is appended to the
-file (one JSON line, with its problems, if any) instead of failing the test.
+Examples are derandomized, so CI runs the same calls every time: 15 groups
+of targets (the modules and their constructors, sliding windows and latent
+attention included, ``KVCache.append``, ``chunked_attention``, the numpy
+functions, the mask builders and converters), 40 examples each and more for
+the larger ones, 880 calls in a few seconds. The code before issue 18
+failed 210 of the 755 calls of that time. For a survey instead of a test,
+set ``SELFATTENTION_FUZZ_REPORT=<file>``: every call is appended to the file
+(one JSON line, with its problems, if any) instead of failing the test.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import selfattention
 from selfattention import (
     KVCache,
     MultiHeadAttention,
+    MultiHeadLatentAttention,
     SelfAttention,
     causal_mask,
     chunked_attention,
@@ -118,7 +121,7 @@ def snapshot(call: Call) -> dict[str, Any]:
             state[f"module {name}"] = (obj, params, obj.training)
         elif isinstance(obj, KVCache):
             held = None if obj.key is None else (obj.key.clone(), obj.value.clone())
-            state[f"cache {name}"] = (obj, len(obj), held)
+            state[f"cache {name}"] = (obj, len(obj), held, obj.position)
     return state
 
 
@@ -139,9 +142,11 @@ def changes(state: dict[str, Any]) -> list[str]:
             ):
                 found.append(label)
         elif label.startswith("cache "):
-            cache, length, held = saved
+            cache, length, held, position = saved
             if len(cache) != length:
                 found.append(f"{label} length {length} -> {len(cache)}")
+            elif cache.position != position:
+                found.append(f"{label} position {position} -> {cache.position}")
             elif held is not None and not (
                 _same(cache.key, held[0]) and _same(cache.value, held[1])
             ):
@@ -401,7 +406,8 @@ def small_dims(draw) -> tuple[int, int, int]:
 
 def mha_forward(draw) -> Call:
     num_kv_heads = draw(st.sampled_from([1, 2]))
-    module = MultiHeadAttention(8, 2, num_kv_heads=num_kv_heads).float()
+    window = draw(st.sampled_from([None, None, 1, 2]))  # sliding windows (chapter 14)
+    module = MultiHeadAttention(8, 2, num_kv_heads=num_kv_heads, window=window).float()
     module.train(draw(st.booleans()))
     batch, t_q, t_past = small_dims(draw)
     use_cache = draw(st.booleans())
@@ -411,7 +417,8 @@ def mha_forward(draw) -> Call:
             module(torch.randn(batch, t_past, 8), causal=True, cache=cache)
     past = len(cache) if cache is not None else 0
     query = torch.randn(batch, t_q, 8)
-    kwargs: dict[str, Any] = {"query": query, "causal": draw(st.booleans()), "cache": cache}
+    causal = True if window else draw(st.booleans())  # a window needs causal=True
+    kwargs: dict[str, Any] = {"query": query, "causal": causal, "cache": cache}
     t_k = t_q
     if draw(st.booleans()):  # cross-attention to a separate memory
         t_k = draw(st.integers(1, 4))
@@ -431,6 +438,9 @@ def mha_forward(draw) -> Call:
         kwargs["mask"], kind = bad_mask(draw, score_shape, torch_consumer=True)
     elif broken == "causal":
         kwargs["causal"], kind = bad_flag(draw)
+        if window and draw(st.booleans()):
+            kwargs["causal"], kind = False, "window without causal"
+            names = ("causal", "window")
     else:
         kind = draw(st.sampled_from(["not a cache", "batch", "heads", "dtype"]))
         if kind == "not a cache":
@@ -455,8 +465,14 @@ def mha_forward(draw) -> Call:
 
 def mha_init(draw) -> Call:
     kwargs: dict[str, Any] = {"d_model": 8, "num_heads": 2, "bias": True, "dropout": 0.0}
-    broken = draw(st.sampled_from(["d_model", "num_heads", "bias", "dropout", "num_kv_heads"]))
-    if broken in ("d_model", "num_heads", "num_kv_heads"):
+    broken = draw(
+        st.sampled_from(["d_model", "num_heads", "bias", "dropout", "num_kv_heads", "window"])
+    )
+    if broken == "window":
+        kwargs["window"], kind = bad_int(draw)
+        if kwargs["window"] is None:  # None is the default: no window
+            kwargs["window"], kind = 0, "int 0"
+    elif broken in ("d_model", "num_heads", "num_kv_heads"):
         kwargs[broken], kind = bad_int(draw)
         if broken == "num_kv_heads" and (kwargs[broken] is None or draw(st.booleans())):
             kwargs[broken], kind = 3, "does not divide num_heads"
@@ -469,6 +485,78 @@ def mha_init(draw) -> Call:
         else:
             kwargs["dropout"], kind = bad_number(draw)
     return Call("MultiHeadAttention", MultiHeadAttention, kwargs, broken, kind)
+
+
+def mla_forward(draw) -> Call:
+    rope_dim = draw(st.sampled_from([0, 2]))
+    module = MultiHeadLatentAttention(8, 2, latent_dim=3, rope_dim=rope_dim).float()
+    batch, t_q, t_past = small_dims(draw)
+    use_cache = draw(st.booleans())
+    cache = KVCache() if use_cache else None
+    if use_cache and draw(st.booleans()):
+        with torch.no_grad():
+            module(torch.randn(batch, t_past, 8), causal=True, cache=cache)
+    past = len(cache) if cache is not None else 0
+    x = torch.randn(batch, t_q, 8)
+    kwargs: dict[str, Any] = {
+        "x": x,
+        "causal": draw(st.booleans()),
+        "cache": cache,
+        "absorbed": draw(st.booleans()),
+    }
+    score_shape = (batch, 2, t_q, past + t_q)
+    if draw(st.booleans()):
+        kwargs["mask"] = torch.rand(score_shape) > 0.3
+    broken = draw(st.sampled_from(["x", "mask", "causal", "absorbed", "cache"]))
+    if broken == "x":
+        kwargs["x"], kind = bad_tensor(draw, x, ranks=(0, 1, 2, 4))
+    elif broken == "mask":
+        kwargs["mask"], kind = bad_mask(draw, score_shape, torch_consumer=True)
+    elif broken in ("causal", "absorbed"):
+        kwargs[broken], kind = bad_flag(draw)
+    else:
+        kind = draw(st.sampled_from(["not a cache", "batch", "an MHA cache", "dtype"]))
+        if kind == "not a cache":
+            kwargs["cache"] = draw(st.sampled_from([{}, [], "cache", 1]))
+        else:
+            other = KVCache()
+            latent, rotary = [batch, 1, 2, 3], [batch, 1, 2, rope_dim]
+            dtype = torch.float32
+            if kind == "batch":
+                latent[0] += 1
+                rotary[0] += 1
+            elif kind == "an MHA cache":
+                latent, rotary = [batch, 2, 2, 4], [batch, 2, 2, 4]
+            else:
+                dtype = torch.float64
+            other.append(torch.zeros(latent, dtype=dtype), torch.zeros(rotary, dtype=dtype))
+            kwargs["cache"] = other
+    watch = {"module": module}
+    if isinstance(kwargs.get("cache"), KVCache):
+        watch["cache"] = kwargs["cache"]
+    return Call("MultiHeadLatentAttention.forward", module, kwargs, broken, kind, (broken,), watch)
+
+
+def mla_init(draw) -> Call:
+    kwargs: dict[str, Any] = {"d_model": 8, "num_heads": 2, "latent_dim": 3, "rope_dim": 2}
+    broken = draw(
+        st.sampled_from(
+            ["d_model", "num_heads", "latent_dim", "rope_dim", "head_dim", "bias", "rope_base"]
+        )
+    )
+    if broken == "bias":
+        kwargs["bias"], kind = bad_flag(draw)
+    elif broken == "rope_base":
+        kwargs["rope_base"], kind = bad_number(draw)
+        if draw(st.booleans()):
+            kwargs["rope_base"], kind = draw(st.sampled_from([0.0, -1.0])), "not above 0"
+    else:
+        kwargs[broken], kind = bad_int(draw, allow_zero=broken == "rope_dim")
+        if kwargs[broken] is None and broken != "latent_dim":
+            kwargs[broken], kind = -2, "int negative"
+        if broken == "rope_dim" and draw(st.booleans()):
+            kwargs[broken], kind = 3, "odd"
+    return Call("MultiHeadLatentAttention", MultiHeadLatentAttention, kwargs, broken, kind)
 
 
 def self_attention_init(draw) -> Call:
@@ -638,8 +726,14 @@ def mask_builders(draw) -> Call:
     which = draw(st.sampled_from(["causal_mask", "padding_mask"]))
     if which == "causal_mask":
         kwargs: dict[str, Any] = {"t_q": 3, "t_k": 4, "align": "top-left"}
-        broken = draw(st.sampled_from(["t_q", "t_k", "align"]))
-        if broken == "align":
+        if draw(st.booleans()):
+            kwargs["window"] = 2
+        broken = draw(st.sampled_from(["t_q", "t_k", "align", "window"]))
+        if broken == "window":
+            kwargs["window"], kind = bad_int(draw)
+            if kwargs["window"] is None:  # None is the default: no window
+                kwargs["window"], kind = 0, "int 0"
+        elif broken == "align":
             kwargs["align"] = draw(
                 st.sampled_from(["lower-right", "", None, 1, ["top-left"], np.array(["x", "y"])])
             )
@@ -808,6 +902,8 @@ TARGETS = {
     "MultiHeadAttention.forward": mha_forward,
     "MultiHeadAttention": mha_init,
     "MultiHeadAttention.split_heads/merge_heads": split_merge,
+    "MultiHeadLatentAttention.forward": mla_forward,
+    "MultiHeadLatentAttention": mla_init,
     "SelfAttention": self_attention_init,
     "SelfAttention.forward": self_attention_forward,
     "KVCache.append": kv_cache_append,
@@ -822,6 +918,7 @@ TARGETS = {
 # Targets that cover more ground get more examples.
 WEIGHT = {
     "MultiHeadAttention.forward": 3,
+    "MultiHeadLatentAttention.forward": 2,
     "KVCache.append": 2,
     "chunked_attention": 2,
     "scaled_dot_product_attention": 2,

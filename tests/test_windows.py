@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from selfattention import causal_mask
+from selfattention import KVCache, MultiHeadAttention, causal_mask, rotary_embedding
 from selfattention.layers.attention_torch import attend
 
 F64 = torch.float64
@@ -73,3 +73,164 @@ def test_window_bad_arguments_name_it():
     with pytest.raises(TypeError, match="window must be an int"):
         causal_mask(4, window=True)
     assert causal_mask(3, window=np.int64(2)).sum() == 5
+
+
+# --- the windowed layer -----------------------------------------------------------------
+
+
+def windowed(window, num_kv_heads=4, rope=False, seed=0, bias=True):
+    torch.manual_seed(seed)
+    return (
+        MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads, rope=rope, window=window, bias=bias)
+        .to(F64)
+        .eval()
+    )
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("window", [1, 3, 5])
+def test_windowed_layer_equals_sdpa_with_the_band(num_kv_heads, window):
+    layer = windowed(window, num_kv_heads)
+    x = randn(2, 11, 16, seed=1)  # (B, T, d_model)
+    with torch.no_grad():
+        output, weights = layer(x, causal=True)
+        q = layer.split_heads(layer.q_proj(x))  # (B, h, T, d_k)
+        k = layer.split_heads(layer.k_proj(x), num_kv_heads)  # (B, h_kv, T, d_k)
+        v = layer.split_heads(layer.v_proj(x), num_kv_heads)  # (B, h_kv, T, d_k)
+        band = torch.from_numpy(causal_mask(11, window=window))
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=band, enable_gqa=True)
+        expected = layer.out_proj(layer.merge_heads(context))
+    assert (output - expected).abs().max() < 1e-12
+    assert torch.equal(weights != 0, band.expand_as(weights))
+
+
+def test_a_window_as_long_as_the_sequence_is_plain_causal_attention():
+    x = randn(1, 9, 16, seed=2)
+    with torch.no_grad():
+        plain, _ = windowed(None)(x, causal=True)
+        wide, _ = windowed(9)(x, causal=True)
+        narrow, _ = windowed(8)(x, causal=True)
+    assert torch.equal(plain, wide)
+    assert (narrow[:, :8] - plain[:, :8]).abs().max() < 1e-14  # the first 8 cannot tell
+    assert (narrow[:, 8] - plain[:, 8]).abs().max() > 1e-3  # token 8 no longer sees token 0
+
+
+def decode(layer, x, chunks, cache):
+    """Feed ``x (B, T, d_model)`` through ``layer`` in chunks of the given sizes."""
+    outputs, start, lengths = [], 0, []
+    with torch.no_grad():
+        for size in chunks:
+            outputs.append(layer(x[:, start : start + size], causal=True, cache=cache)[0])
+            start += size
+            lengths.append(len(cache))
+    assert start == x.shape[1]
+    return torch.cat(outputs, dim=1), lengths
+
+
+def mixed_chunks(total, sizes):
+    """Chunk sizes taken from ``sizes`` in turn, the last one cut so that they sum to ``total``."""
+    chunks = []
+    while sum(chunks) < total:
+        chunks.append(min(sizes[len(chunks) % len(sizes)], total - sum(chunks)))
+    return chunks
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("rope", [False, True])
+@pytest.mark.parametrize("window", [1, 2, 4])
+def test_windowed_cached_decoding_equals_the_full_windowed_pass(num_kv_heads, rope, window):
+    T = 8 * window
+    layer = windowed(window, num_kv_heads, rope=rope, seed=1)
+    x = randn(2, T, 16, seed=3)  # (B, T, d_model)
+    with torch.no_grad():
+        full, _ = layer(x, causal=True)
+    plans = {
+        "token by token": [1] * T,
+        "a prefill longer than the window, then tokens": [window + 3] + [1] * (T - window - 3),
+        "chunks of mixed sizes": mixed_chunks(T, [2, 1, window + 1, 3, 1]),
+    }
+    for plan, chunks in plans.items():
+        cache = KVCache()
+        got, lengths = decode(layer, x, chunks, cache)
+        assert (got - full).abs().max() < 1e-10, plan
+        assert max(lengths) <= window, plan
+        assert cache.position == T and len(cache) == window, plan
+
+
+def test_cache_bytes_stop_growing_at_the_window():
+    window = 4
+    layer = windowed(window, num_kv_heads=2, rope=True)
+    x = randn(1, 10 * window, 16, seed=4)
+    cache = KVCache()
+    sizes = []
+    with torch.no_grad():
+        for t in range(10 * window):
+            layer(x[:, t : t + 1], causal=True, cache=cache)
+            sizes.append(cache.nbytes)
+    per_token = 2 * 2 * 4 * 8  # keys and values, h_kv = 2, d_k = 4, float64
+    assert sizes[:window] == [per_token * (t + 1) for t in range(window)]
+    assert sizes[window - 1] == sizes[10 * window - 1] == per_token * window
+    assert set(sizes[window - 1 :]) == {per_token * window}
+
+
+def test_trimmed_cache_keeps_the_last_keys_with_their_absolute_rotations():
+    window = 3
+    layer = windowed(window, num_kv_heads=1, rope=True, seed=2)
+    x = randn(1, 10, 16, seed=5)
+    cache = KVCache()
+    with torch.no_grad():
+        decode(layer, x, [4, 1, 1, 4], cache)
+        keys = layer.split_heads(layer.k_proj(x), 1)  # (1, 1, T, d_k)
+        rotated = rotary_embedding(keys, torch.arange(10))  # absolute positions 0..9
+    assert (cache.key - rotated[:, :, -window:]).abs().max() < 1e-14
+    assert cache.position == 10
+
+
+def test_stacked_windowed_layers_reach_exactly_l_times_w_minus_1_tokens_back():
+    window, T = 3, 16
+    torch.manual_seed(0)
+    stack = [MultiHeadAttention(8, 2, window=window).to(F64).eval() for _ in range(3)]
+    x = randn(1, T, 8, seed=6)
+
+    def run(inputs, layers):
+        with torch.no_grad():
+            for layer in layers:
+                inputs = inputs + layer(inputs, causal=True)[0]  # residual, as in a model
+        return inputs
+
+    for depth in (1, 2, 3):
+        base = run(x, stack[:depth])
+        for j in range(T):
+            changed = x.clone()
+            changed[:, j] = randn(8, seed=100 + j)
+            moved = (run(changed, stack[:depth]) - base)[0].abs().amax(dim=-1) > 1e-12  # (T,)
+            reach = [i for i in range(T) if moved[i]]
+            assert reach == list(range(j, min(T, j + depth * (window - 1) + 1))), (depth, j)
+
+
+def test_window_needs_causal_and_a_refused_call_leaves_the_cache():
+    layer = windowed(3)
+    cache = KVCache()
+    with torch.no_grad():
+        layer(randn(1, 5, 16), causal=True, cache=cache)
+    key, position = cache.key.clone(), cache.position
+    with pytest.raises(ValueError, match=r"window=3.*causal=True"):
+        layer(randn(1, 1, 16), cache=cache)
+    with pytest.raises(ValueError, match="window=3"):
+        layer(randn(1, 4, 16))
+    assert torch.equal(cache.key, key) and cache.position == position == 5 and len(cache) == 3
+
+
+@pytest.mark.parametrize(
+    "window,error,pattern",
+    [
+        (0, ValueError, "window must be positive"),
+        (-3, ValueError, "window must be positive"),
+        (2.0, TypeError, "window must be an int"),
+        (True, TypeError, "window must be an int"),
+        ("4", TypeError, "window must be an int"),
+    ],
+)
+def test_bad_windows_name_the_argument(window, error, pattern):
+    with pytest.raises(error, match=pattern):
+        MultiHeadAttention(16, 4, window=window)

@@ -21,6 +21,12 @@ class KVCache:
     multi-query attention cache less. The cache keeps whatever it is given
     (including its autograd history); decode under ``torch.no_grad()``.
 
+    A :class:`~selfattention.MultiHeadAttention` built with ``window=W``
+    keeps only the last ``W`` positions here after each call (chapter 14):
+    ``len(cache) <= W`` and ``nbytes`` stops growing, while ``position``
+    keeps counting. :class:`~selfattention.MultiHeadLatentAttention` stores
+    its latents in ``key`` and its rotary keys in ``value``.
+
     Attributes
     ----------
     key, value : torch.Tensor or None
@@ -117,8 +123,18 @@ class KVCache:
         self._store(keys, values, key.shape[-2])
         return keys, values
 
-    def _store(self, keys: torch.Tensor, values: torch.Tensor, new: int) -> None:
-        """Hold ``keys`` and ``values`` (already checked) and count ``new`` positions."""
+    def _store(
+        self, keys: torch.Tensor, values: torch.Tensor, new: int, keep_last: int | None = None
+    ) -> None:
+        """Hold ``keys`` and ``values`` (already checked) and count ``new`` positions.
+
+        With ``keep_last`` (a sliding window), only the last ``keep_last``
+        positions are kept, copied so that the dropped ones free their
+        memory; ``position`` still advances by ``new``.
+        """
+        if keep_last is not None and keys.shape[-2] > keep_last:
+            keys = keys[..., -keep_last:, :].clone()  # (B, h_kv, keep_last, head_dim)
+            values = values[..., -keep_last:, :].clone()  # (B, h_kv, keep_last, d_v)
         self.key, self.value = keys, values
         self.position += new
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .._checks import check_finite, check_flag, check_positive_int, check_real
+from ..masks import causal_mask
 from .attention_torch import _check_output_finite, attend, check_model_input, combine_masks
 from .kv_cache import KVCache
 from .rotary import _check_base, _rotate
@@ -49,13 +50,21 @@ class MultiHeadAttention(nn.Module):
         :func:`selfattention.permute_rotary_rows` first.
     rope_base : float, default 10000.0
         The rotary wavelength base; finite and above 0.
+    window : int, optional
+        Sliding-window attention (chapter 14): query ``i`` sees key ``j`` only
+        when ``0 <= i - j < window``, the current token and the ``window - 1``
+        before it (:func:`selfattention.causal_mask` with ``window``). The
+        window is causal: ``forward`` then needs ``causal=True``. With a
+        ``cache``, the layer keeps only the last ``window`` positions in it,
+        so the cache stops growing; ``cache.position`` keeps counting, so
+        RoPE still gets absolute positions.
 
     Raises
     ------
     TypeError
-        If ``d_model``, ``num_heads`` or ``num_kv_heads`` is not an int,
-        ``bias`` or ``rope`` is not a bool, or ``dropout`` or ``rope_base``
-        is not a real number.
+        If ``d_model``, ``num_heads``, ``num_kv_heads`` or ``window`` is not
+        an int, ``bias`` or ``rope`` is not a bool, or ``dropout`` or
+        ``rope_base`` is not a real number.
     ValueError
         If one of them is not positive, ``num_heads`` does not divide
         ``d_model``, ``num_kv_heads`` does not divide ``num_heads``,
@@ -83,6 +92,19 @@ class MultiHeadAttention(nn.Module):
     ...     steps = [rotary(x[:, t : t + 1], causal=True, cache=cache)[0] for t in range(5)]
     >>> cache.position, torch.allclose(torch.cat(steps, dim=1), full, atol=1e-6)
     (5, True)
+
+    With ``window=3``, each query sees itself and the 2 tokens before it, and
+    the cache never holds more than 3 positions:
+
+    >>> windowed = MultiHeadAttention(d_model=8, num_heads=2, rope=True, window=3).eval()
+    >>> full, weights = windowed(x, causal=True)
+    >>> (weights[0, 0] > 0).int().tolist()
+    [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [0, 1, 1, 1, 0], [0, 0, 1, 1, 1]]
+    >>> cache = KVCache()
+    >>> with torch.no_grad():
+    ...     steps = [windowed(x[:, t : t + 1], causal=True, cache=cache)[0] for t in range(5)]
+    >>> len(cache), cache.position, torch.allclose(torch.cat(steps, dim=1), full, atol=1e-6)
+    (3, 5, True)
     """
 
     def __init__(
@@ -94,6 +116,7 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: int | None = None,
         rope: bool = False,
         rope_base: float = 10000.0,
+        window: int | None = None,
     ) -> None:
         super().__init__()
         d_model = check_positive_int(d_model, "d_model")
@@ -109,6 +132,8 @@ class MultiHeadAttention(nn.Module):
         dropout = check_real(dropout, "dropout", low=0.0, high=1.0, high_open=True)
         rope = check_flag(rope, "rope")
         rope_base = _check_base(rope_base, "rope_base")
+        if window is not None:
+            window = check_positive_int(window, "window")
         if rope and (d_model // num_heads) % 2:
             raise ValueError(
                 f"rope=True needs an even head_dim = d_model // num_heads (pairs of "
@@ -118,6 +143,7 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = d_model // num_heads
         self.dropout = dropout
         self.rope, self.rope_base = rope, rope_base
+        self.window = window
         kv_width = self.num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
@@ -197,6 +223,12 @@ class MultiHeadAttention(nn.Module):
         ``cache.position`` with a cache and 0 without; keys are rotated
         before they are cached.
 
+        With a ``window`` (set when the module was built) each query sees
+        only the last ``window`` keys up to its own position, and ``causal``
+        must be True. With a cache, only the last ``window`` positions stay
+        in it after the call: ``len(cache) <= window``, while
+        ``cache.position`` counts every position seen.
+
         Returns ``output (B, T_q, d_model)`` and per-head ``weights
         (B, num_heads, T_q, T_k)``. In training mode with dropout the weights
         are the dropped-out ones, and their rows no longer sum to 1.
@@ -218,8 +250,9 @@ class MultiHeadAttention(nn.Module):
             another device than the module; the batch sizes or the key and
             value lengths differ; ``mask`` does not broadcast to the scores;
             the cache holds another batch size, head count, head size or
-            device; or the output would not be finite (a parameter holds NaN
-            or inf, or the scores overflow the dtype).
+            device; the module has a ``window`` and ``causal`` is False; or
+            the output would not be finite (a parameter holds NaN or inf, or
+            the scores overflow the dtype).
 
         Examples
         --------
@@ -262,6 +295,11 @@ class MultiHeadAttention(nn.Module):
                 check_finite(tensor, name)
                 checked.append(tensor)
         causal = check_flag(causal, "causal")
+        if self.window is not None and not causal:
+            raise ValueError(
+                f"this module has window={self.window}, a sliding window over earlier "
+                "tokens: call it with causal=True"
+            )
         batch, t_q, _ = query.shape
         t_cached = 0
         if cache is not None:
@@ -273,6 +311,9 @@ class MultiHeadAttention(nn.Module):
         keep = combine_masks(
             mask, causal, (batch, self.num_heads, t_q, t_k), query.device, align=align
         )
+        if self.window is not None:  # the band: the causal triangle cut to the window
+            band = causal_mask(t_q, t_k, align=align, window=self.window)  # (T_q, T_k)
+            keep = keep & torch.from_numpy(band).to(query.device)
 
         # 2. Compute; the cache is still untouched.
         q = self.split_heads(self.q_proj(query))  # (B, h, T_q, head_dim)
@@ -298,9 +339,10 @@ class MultiHeadAttention(nn.Module):
         output = self.out_proj(self.merge_heads(context))  # (B, T_q, d_model)
         _check_output_finite(output, self, "query, key and value", "output")
 
-        # 3. Everything succeeded: only now store the new keys and values.
+        # 3. Everything succeeded: only now store the new keys and values
+        # (with a window, only the last `window` positions: later queries need no more).
         if cache is not None:
-            cache._store(k, v, key.shape[1])
+            cache._store(k, v, key.shape[1], keep_last=self.window)
         return output, weights
 
     def _check_cache(self, cache: KVCache, batch: int) -> int:
