@@ -2,6 +2,7 @@
 
     python scripts/bench_attention.py            # what `make bench-attention` runs
     python scripts/bench_attention.py --quick    # T = 512..2048 only, fewer repeats
+    python scripts/bench_attention.py --gpu-only # only the Triton kernel against SDPA (GPU)
 
 Four implementations of the same attention, side by side in one process, on
 inputs of shape (1, heads, T, d_head) in float32:
@@ -25,6 +26,18 @@ notes its current size, runs the method once and reads the new peak; the
 difference is the peak *extra* memory of one call, inputs excluded. Where
 the reset is not available it falls back to ``resource.getrusage``'s
 ``ru_maxrss``, which may over-count.
+
+With a CUDA GPU, it also times chapter 16's Triton kernel
+(``selfattention.kernels``) against SDPA on the GPU: inputs (1, 16, T,
+64) in bfloat16 for T = 1024..32768, with and without the causal mask,
+each time the median of ``triton.testing.do_bench`` (CUDA events), as a
+ratio to SDPA's time and as achieved TFLOP/s (4 T^2 d per head, half of it
+with the causal mask). It times the kernel's launch
+(``selfattention.kernels.flash._forward``), without ``flash_attention``'s
+input checks, whose output check waits for the GPU on every call; the
+output of the checked function is compared with SDPA's once per size first.
+Without a GPU that part is skipped with a note: Triton's interpreter runs the
+kernel on a CPU for the tests, but timing it would time numpy, not the kernel.
 
 A benchmark, not a test: it prints its figures and whether the chapter's
 targets are met, and always exits 0 unless it crashes.
@@ -189,6 +202,78 @@ def measure_memory(
     return record["extra_bytes"], record["how"]
 
 
+# --- chapter 16's Triton kernel on a GPU ----------------------------------------
+
+KERNEL_SIZES = [1024, 2048, 4096, 8192, 16384, 32768]
+
+
+def kernel_benchmark(sizes: list[int], heads: int = 16, d_head: int = 64) -> None:
+    """Time the Triton kernel against SDPA on the GPU, bf16, (1, heads, T, d_head)."""
+    if not torch.cuda.is_available():
+        print(
+            "\nTriton kernel (chapter 16): no CUDA GPU here, skipped (the interpreter "
+            "runs it on a CPU for the tests; its time would be numpy's, not the kernel's)"
+        )
+        return
+    # Import before anything else imports triton (selfattention.kernels' rule).
+    from selfattention.kernels import INTERPRETED, flash_attention
+    from selfattention.kernels.flash import _forward
+
+    if INTERPRETED:
+        print("\nTriton kernel: TRITON_INTERPRET=1 is set, so nothing to time; skipped")
+        return
+    from triton.testing import do_bench
+
+    name = torch.cuda.get_device_name()
+    print(
+        f"\nTriton kernel (chapter 16) against SDPA on {name}: (1, {heads}, T, {d_head}) "
+        "bfloat16, median of triton.testing.do_bench"
+    )
+    print(
+        f"{'T':>6} {'causal':>6} {'SDPA ms':>9} {'kernel ms':>10} {'kernel/SDPA':>12} "
+        f"{'SDPA TFLOP/s':>13} {'kernel TFLOP/s':>15}"
+    )
+    ratios: dict[tuple[int, bool], float] = {}
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    scale = 1.0 / math.sqrt(d_head)
+    for length in sizes:
+        q, k, v = (
+            torch.randn(1, heads, length, d_head, device="cuda", generator=generator).to(
+                torch.bfloat16
+            )
+            for _ in range(3)
+        )
+        for causal in (False, True):
+            with torch.no_grad():
+                reference = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                error = (flash_attention(q, k, v, causal=causal) - reference).abs().max().item()
+            assert error < 3e-2, f"the kernel differs from SDPA by {error:.2e} at T = {length}"
+            sdpa_ms = do_bench(
+                lambda q=q, k=k, v=v, c=causal: F.scaled_dot_product_attention(
+                    q, k, v, is_causal=c
+                ),
+                return_mode="median",
+            )
+            kernel_ms = do_bench(
+                lambda q=q, k=k, v=v, c=causal: _forward(q, k, v, c, scale, 128, 64),
+                return_mode="median",
+            )
+            flop = attention_flops(length, heads, d_head) / (2 if causal else 1)
+            ratios[(length, causal)] = kernel_ms / sdpa_ms
+            print(
+                f"{length:>6} {causal!s:>6} {sdpa_ms:>9.3f} {kernel_ms:>10.3f} "
+                f"{kernel_ms / sdpa_ms:>11.2f}x {flop / sdpa_ms / 1e9:>13.0f} "
+                f"{flop / kernel_ms / 1e9:>15.0f}",
+                flush=True,
+            )
+        del q, k, v
+    long = [ratio for (length, _), ratio in ratios.items() if length >= 4096]
+    if long:
+        worst = max(long)
+        verdict = "met" if worst <= 1.3 else f"MISSED by {100 * (worst / 1.3 - 1):.0f}%"
+        print(f"  kernel within 1.3x of SDPA's time at T >= 4096: worst {worst:.2f}x, {verdict}")
+
+
 # --- the report ------------------------------------------------------------------
 
 
@@ -214,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         help="block sizes to compare at T = 4096 (default 64 128 256 512 1024)",
     )
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument(
+        "--gpu-only", action="store_true", help="only chapter 16's Triton kernel against SDPA"
+    )
+    parser.add_argument(
+        "--kernel-sizes", type=int, nargs="+", help="sequence lengths for the Triton kernel (GPU)"
+    )
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument(
         "--memory-worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS
@@ -224,6 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_worker:
         method, length = args.memory_worker
         memory_worker(method, int(length), args.heads, args.d_head, args.block_size)
+        return 0
+
+    kernel_sizes = args.kernel_sizes or ([1024, 4096] if args.quick else KERNEL_SIZES)
+    if args.gpu_only:
+        kernel_benchmark(kernel_sizes)
         return 0
 
     quick_sizes = [512, 1024, 2048]
@@ -333,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         naive_growth = memory["naive"][8192] / max(memory["naive"][2048], 1)
         print(f"  (naive grows {naive_growth:.1f}x over the same range)")
+    kernel_benchmark(kernel_sizes)
     return 0
 
 

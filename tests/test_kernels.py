@@ -1,0 +1,302 @@
+"""selfattention.kernels.flash_attention against F.scaled_dot_product_attention.
+
+Without a CUDA GPU these run the Triton kernel under Triton's interpreter,
+which can fail silently (a wrong index reads a wrong but finite number), so
+every case is compared with PyTorch's own attention, in float32 to 1e-5 or
+tighter. The sizes stay small: the interpreter runs numpy, one program at a
+time.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from selfattention.kernels import DEVICE, INTERPRETED, _interpreter_needed, flash_attention
+from selfattention.kernels.flash import _forward
+
+NO_GPU = not torch.cuda.is_available()
+ATOL = 2e-6  # float32: the kernel and SDPA add the same terms in another order
+
+
+def make(batch, heads, kv_heads, t_q, t_k, d_k, d_v, seed=0, dtype=torch.float32):
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, t_q, d_k, generator=generator, dtype=dtype)
+    k = torch.randn(batch, kv_heads, t_k, d_k, generator=generator, dtype=dtype)
+    v = torch.randn(batch, kv_heads, t_k, d_v, generator=generator, dtype=dtype)
+    return q.to(DEVICE), k.to(DEVICE), v.to(DEVICE)
+
+
+def sdpa(q, k, v, causal=False, scale=None):
+    return F.scaled_dot_product_attention(
+        q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
+    )
+
+
+def run_python(code):
+    """Run ``code`` in a fresh interpreter with this environment, minus TRITON_INTERPRET."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+# --- importing -------------------------------------------------------------------
+
+
+def test_a_fresh_process_imports_triton_only_for_the_kernels():
+    # The package alone does not import triton; selfattention.kernels does,
+    # and without a GPU it selects the interpreter first.
+    result = run_python(
+        "import os, sys, selfattention\n"
+        "print('triton' in sys.modules)\n"
+        "import selfattention.kernels as k\n"
+        "print('triton' in sys.modules, k.INTERPRETED, k.DEVICE,"
+        " os.environ.get('TRITON_INTERPRET'))"
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")
+    assert lines[0] == "False"
+    if NO_GPU:
+        assert lines[1].split() == ["True", "True", "cpu", "1"]
+    else:  # pragma: no cover - needs a GPU
+        assert lines[1].split() == ["True", "False", "cuda", "None"]
+
+
+class FakeStandard:
+    """Stands in for triton.language.standard, whose ``zeros`` is a jitted function."""
+
+    def __init__(self, zeros):
+        self.zeros = zeros
+
+
+def test_triton_imported_first_without_the_interpreter_is_refused(monkeypatch):
+    # What a fresh process that imports triton first, on a CPU, would meet.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setitem(sys.modules, "triton.language.standard", FakeStandard(object()))
+    with pytest.raises(ImportError, match="triton was imported before selfattention.kernels"):
+        _interpreter_needed()
+
+
+def test_triton_imported_first_with_the_interpreter_is_accepted(monkeypatch):
+    from triton.runtime.interpreter import InterpretedFunction
+
+    def zeros():  # pragma: no cover - never called
+        pass
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setitem(
+        sys.modules, "triton.language.standard", FakeStandard(InterpretedFunction(zeros))
+    )
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert _interpreter_needed() is True
+
+
+def test_with_a_gpu_the_interpreter_is_chosen_only_by_hand(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert _interpreter_needed() is False
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert _interpreter_needed() is True
+
+
+def test_this_session_uses_the_interpreter_exactly_when_there_is_no_gpu():
+    if NO_GPU:
+        assert INTERPRETED and DEVICE == "cpu"
+    else:
+        assert INTERPRETED == (os.environ.get("TRITON_INTERPRET") == "1")
+
+
+# --- against PyTorch -------------------------------------------------------------
+
+SHAPES = [
+    # batch, h, h_kv, T_q, T_k, d_k, d_v, block_m, block_n
+    pytest.param(1, 2, 2, 64, 64, 16, 16, 16, 16, id="multiples-of-the-blocks"),
+    pytest.param(1, 2, 2, 100, 100, 32, 32, 32, 32, id="T-not-a-multiple"),
+    pytest.param(1, 2, 2, 37, 53, 20, 12, 16, 16, id="Tq<Tk-d-not-a-power-of-two"),
+    pytest.param(1, 2, 2, 90, 33, 16, 24, 32, 16, id="Tq>Tk"),
+    pytest.param(1, 4, 2, 50, 70, 16, 16, 16, 32, id="gqa-2-per-group"),
+    pytest.param(2, 4, 1, 40, 40, 16, 8, 32, 16, id="mqa"),
+    pytest.param(1, 2, 2, 130, 130, 64, 64, 128, 64, id="block_m>block_n"),
+    pytest.param(1, 2, 2, 70, 150, 16, 16, 16, 64, id="block_m<block_n"),
+    pytest.param(1, 1, 1, 1, 1, 8, 8, 16, 16, id="one-token"),
+]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize(("batch", "h", "h_kv", "t_q", "t_k", "d_k", "d_v", "bm", "bn"), SHAPES)
+def test_matches_sdpa_float32(batch, h, h_kv, t_q, t_k, d_k, d_v, bm, bn, causal):
+    q, k, v = make(batch, h, h_kv, t_q, t_k, d_k, d_v)
+    got = flash_attention(q, k, v, causal=causal, block_m=bm, block_n=bn)
+    assert got.shape == (batch, h, t_q, d_v) and got.dtype == torch.float32
+    torch.testing.assert_close(got, sdpa(q, k, v, causal), atol=ATOL, rtol=0)
+
+
+def test_causal_alignment_is_top_left_when_tq_differs_from_tk():
+    # Top-left: query i sees keys 0..i, also when T_q != T_k. A bottom-right
+    # mask (query i sees keys 0..i + T_k - T_q) gives a different answer.
+    q, k, v = make(1, 1, 1, 20, 50, 16, 16)
+    got = flash_attention(q, k, v, causal=True, block_m=16, block_n=16)
+    top_left = torch.ones(20, 50, dtype=torch.bool, device=DEVICE).tril()
+    bottom_right = torch.ones(20, 50, dtype=torch.bool, device=DEVICE).tril(diagonal=30)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=top_left)
+    other = F.scaled_dot_product_attention(q, k, v, attn_mask=bottom_right)
+    torch.testing.assert_close(got, expected, atol=ATOL, rtol=0)
+    assert (got - other).abs().max() > 0.1
+
+
+def test_against_float64_attention():
+    # The kernel's float32 result is as close to exact (float64) attention as SDPA's.
+    q, k, v = make(1, 2, 2, 77, 77, 32, 32)
+    exact = sdpa(q.double(), k.double(), v.double(), causal=True)
+    got = flash_attention(q, k, v, causal=True, block_m=32, block_n=16).double()
+    assert (got - exact).abs().max() < 2e-6
+
+
+def test_gqa_uses_consecutive_query_heads_per_kv_head():
+    # enable_gqa's layout: query heads 0, 1 read kv head 0; heads 2, 3 read kv head 1.
+    q, k, v = make(1, 4, 2, 24, 24, 16, 16)
+    got = flash_attention(q, k, v, block_m=16, block_n=16)
+    interleaved = sdpa(q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1))
+    tiled = sdpa(q, k.repeat(1, 2, 1, 1), v.repeat(1, 2, 1, 1))
+    torch.testing.assert_close(got, interleaved, atol=ATOL, rtol=0)
+    assert (got - tiled).abs().max() > 0.1
+
+
+@pytest.mark.parametrize(("bm", "bn"), [(16, 16), (16, 32), (32, 16), (64, 64), (128, 16)])
+def test_block_sizes_do_not_change_the_result(bm, bn):
+    q, k, v = make(1, 2, 2, 75, 75, 16, 16, seed=3)
+    got = flash_attention(q, k, v, causal=True, block_m=bm, block_n=bn)
+    torch.testing.assert_close(got, sdpa(q, k, v, True), atol=ATOL, rtol=0)
+
+
+def test_explicit_scale_and_default_blocks():
+    q, k, v = make(1, 2, 2, 150, 150, 32, 32)
+    got = flash_attention(q, k, v, scale=0.3)
+    torch.testing.assert_close(got, sdpa(q, k, v, scale=0.3), atol=ATOL, rtol=0)
+
+
+def test_non_contiguous_inputs_use_their_strides():
+    # (B, T, h, d) tensors viewed as (B, h, T, d): the kernel reads the strides.
+    generator = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 40, 2, 16, generator=generator).to(DEVICE).transpose(1, 2)
+    k = torch.randn(1, 40, 2, 16, generator=generator).to(DEVICE).transpose(1, 2)
+    v = torch.randn(1, 16, 2, 40, generator=generator).to(DEVICE).permute(0, 2, 3, 1)
+    assert not (q.is_contiguous() or k.is_contiguous() or v.is_contiguous())
+    got = flash_attention(q, k, v, causal=True, block_m=16, block_n=16)
+    torch.testing.assert_close(got, sdpa(q, k, v, True), atol=ATOL, rtol=0)
+
+
+def test_causal_early_exit_never_reads_future_key_blocks():
+    # NaN in the values of keys 48..63: the programs of queries 0..47 (block
+    # 16) must never load them, so their rows stay finite and exact. (The
+    # checked flash_attention would refuse the NaN; the launcher does not.)
+    q, k, v = make(1, 1, 1, 64, 64, 16, 16)
+    poisoned = v.clone()
+    poisoned[..., 48:, :] = float("nan")
+    got = _forward(q, k, poisoned, True, 0.25, 16, 16)
+    assert torch.isnan(got[..., 48:, :]).all()
+    torch.testing.assert_close(
+        got[..., :48, :], sdpa(q, k, v, True)[..., :48, :], atol=ATOL, rtol=0
+    )
+
+
+def test_future_keys_do_not_change_earlier_outputs():
+    q, k, v = make(1, 2, 2, 50, 50, 16, 16)
+    first = flash_attention(q, k, v, causal=True, block_m=16, block_n=16)
+    k2, v2 = k.clone(), v.clone()
+    k2[..., 30:, :] += 5.0
+    v2[..., 30:, :] -= 3.0
+    second = flash_attention(q, k2, v2, causal=True, block_m=16, block_n=16)
+    torch.testing.assert_close(first[..., :30, :], second[..., :30, :], atol=0, rtol=0)
+    assert (first[..., 30:, :] - second[..., 30:, :]).abs().max() > 0.1
+
+
+def test_no_keys_gives_zeros_and_no_queries_an_empty_output():
+    q, k, v = make(1, 2, 2, 5, 0, 8, 4)
+    out = flash_attention(q, k, v)
+    assert out.shape == (1, 2, 5, 4) and not out.any()
+    q, k, v = make(1, 2, 2, 0, 5, 8, 4)
+    assert flash_attention(q, k, v, causal=True).shape == (1, 2, 0, 4)
+
+
+def test_large_scores_do_not_overflow():
+    q, k, v = make(1, 1, 1, 33, 33, 16, 16)
+    got = flash_attention(q * 30, k * 30, v, causal=True, block_m=16, block_n=16)
+    torch.testing.assert_close(got, sdpa(q * 30, k * 30, v, True), atol=ATOL, rtol=0)
+
+
+def test_runs_without_grad_mode_and_says_it_has_no_backward():
+    q, k, v = make(1, 1, 1, 16, 16, 16, 16)
+    with pytest.raises(ValueError, match="no backward pass"):
+        flash_attention(q.requires_grad_(), k, v)
+    with torch.no_grad():
+        assert flash_attention(q, k, v).shape == (1, 1, 16, 16)
+
+
+@pytest.mark.skipif(INTERPRETED, reason="float16 and bfloat16 run on a GPU only")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_on_the_gpu(dtype):  # pragma: no cover - needs a GPU
+    q, k, v = make(2, 8, 2, 300, 300, 64, 64)
+    got = flash_attention(q.to(dtype), k.to(dtype), v.to(dtype), causal=True)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.float(), sdpa(q, k, v, True), atol=2e-2, rtol=0)
+
+
+# --- bad inputs --------------------------------------------------------------------
+
+
+def good():
+    return make(1, 2, 2, 8, 8, 16, 16)
+
+
+def bad_cases():
+    q, k, v = good()
+    return [
+        ((q.cpu().numpy(), k, v), {}, TypeError, "query must be a torch.Tensor"),
+        ((q, k.int(), v), {}, TypeError, "key must be a floating-point tensor"),
+        ((q[0], k, v), {}, ValueError, r"query must have 4 dimensions \(B, h, T_q, d_k\)"),
+        ((q, k, v[0]), {}, ValueError, r"value must have 4 dimensions"),
+        ((q, k[:, :, :5], v), {}, ValueError, "key and value must share h_kv and T_k"),
+        ((q[:, :, :, :8], k, v), {}, ValueError, "query and key must share the feature size"),
+        ((torch.cat([q, q]), k, v), {}, ValueError, "share the batch size B"),
+        ((q[:, :1], k, v), {}, ValueError, "h_kv must divide the query heads h"),
+        ((q, k.double(), v), {}, TypeError, "must share one dtype"),
+        ((q, k, v), {"causal": 1}, TypeError, "causal must be a bool"),
+        ((q, k, v), {"scale": "0.5"}, TypeError, "scale must be a float"),
+        ((q, k, v), {"block_m": 24}, ValueError, "block_m must be a power of two of at least 16"),
+        ((q, k, v), {"block_n": 8}, ValueError, "block_n must be a power of two of at least 16"),
+        ((q, k, v), {"block_n": 0}, ValueError, "block_n must be positive"),
+        ((q, k, v), {"block_m": 16.0}, TypeError, "block_m must be an int"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(bad_cases())))
+def test_bad_inputs_get_named_errors(index):
+    args, kwargs, error, pattern = bad_cases()[index]
+    with pytest.raises(error, match=pattern):
+        flash_attention(*args, **kwargs)
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="the interpreter's dtype limit")
+def test_the_interpreter_takes_float32_only():
+    q, k, v = (t.double() for t in good())
+    with pytest.raises(TypeError, match="under Triton's interpreter takes torch.float32"):
+        flash_attention(q, k, v)
+
+
+def test_nan_input_is_named_not_returned():
+    q, k, v = good()
+    k = k.clone()
+    k[0, 1, 3, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"key must be finite.*shape \(1, 2, 8, 16\)"):
+        flash_attention(q, k, v)
+
+
+def test_overflowing_scores_raise_instead_of_nan():
+    q, k, v = good()
+    with pytest.raises(ValueError, match="overflow float32"):
+        flash_attention(q, k, v, scale=1e38)
