@@ -245,3 +245,24 @@ def test_running_example_builds_new_arrays_on_every_call():
     first.W_Q[:] = 0.0
     second = running_example()
     assert second.X[0, 0] != 100.0 and second.W_Q.any()
+
+
+def test_draws_that_round_to_minus_zero_come_out_as_zero(monkeypatch):
+    """``+ 0.0`` after ``np.round`` turns every -0.0 into 0.0, so printed tables show no "-0.".
+
+    The fixed seeds happen to draw no number of the running example's weights
+    that rounds to -0.0, so the value checks above cannot see the ``+ 0.0``.
+    Here every draw is -0.01, which rounds to -0.0: without the ``+ 0.0`` in
+    running_example() or embedding_table(), the sign bits below are set.
+    """
+
+    class DrawsJustBelowZero:
+        def normal(self, loc=0.0, scale=1.0, size=None):
+            return np.full(size, -0.01)
+
+    monkeypatch.setattr(np.random, "default_rng", lambda seed=None: DrawsJustBelowZero())
+    example = running_example()
+    for matrix in (example.W_Q, example.W_K, example.W_V, example.W_O):
+        assert np.all(matrix == 0.0) and not np.signbit(matrix).any()
+    table = embedding_table(4)
+    assert np.all(table == 0.0) and not np.signbit(table).any()
