@@ -103,6 +103,37 @@ def test_with_a_gpu_the_interpreter_is_chosen_only_by_hand(monkeypatch):
     assert _interpreter_needed() is True
 
 
+COMPILE_FOR_H100 = """
+import os
+os.environ["TRITON_INTERPRET"] = "0"
+import torch
+torch.cuda.is_available = lambda: True  # compile as on a GPU machine; nothing runs
+from selfattention.kernels.flash import _flash_forward_kernel as kernel
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+constants = dict(D=64, DV=64, BLOCK_D=64, BLOCK_DV=64, BLOCK_M=128, BLOCK_N=64,
+                 CAUSAL=True, PRECISION="tf32")
+signature = {name: "constexpr" if name in constants else "fp32" if name == "scale_log2"
+             else "*bf16" if name in ("Q", "K", "V", "Out") else "i32"
+             for name in kernel.arg_names}
+source = ASTSource(fn=kernel, signature=signature, constexprs={
+    (kernel.arg_names.index(name),): value for name, value in constants.items()})
+compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={
+    "num_warps": 8, "num_stages": 3, "enable_fp_fusion": True})
+print("cubin" in compiled.asm, compiled.asm["ptx"].count("wgmma.mma_async") > 0)
+"""
+
+
+def test_the_kernel_compiles_for_an_h100_without_a_gpu():
+    # CI has no GPU, so the compiled path would go untested: Triton's compiler
+    # (and the ptxas inside its wheel) builds the bfloat16 causal kernel for
+    # compute capability 9.0 here, and its matrix products use Hopper's wgmma.
+    result = run_python(COMPILE_FOR_H100)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["True", "True"]
+
+
 def test_this_session_uses_the_interpreter_exactly_when_there_is_no_gpu():
     if NO_GPU:
         assert INTERPRETED and DEVICE == "cpu"
