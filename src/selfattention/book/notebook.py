@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -16,7 +18,10 @@ def setup(precision: int = 3) -> None:
     670 px text column) and, inside a notebook, stored as "retina" PNGs: twice
     the pixels, with the logical size (figsize times 100) in the output's
     metadata, so the site and JupyterLab show them at that size, sharp on
-    high-density screens. Outside IPython the inline backend is left alone.
+    high-density screens. The same metadata records the figure's smallest
+    font size in points (``"selfattention": {"min_font_pt": ...}``), from which
+    the browser tests work out how large its text is on a phone. Outside
+    IPython the inline backend is left alone.
 
     Examples
     --------
@@ -51,13 +56,66 @@ def setup(precision: int = 3) -> None:
 
 
 def _retina_figures() -> None:
-    """Have the inline backend store figures at 2x pixels with their 1x size as metadata."""
+    """Have the inline backend store figures at 2x pixels with their 1x size as metadata,
+    and each figure's smallest font size beside it."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython comes with the notebook stack
         return
-    if get_ipython() is None:
+    shell = get_ipython()
+    if shell is None:
         return
+    from matplotlib.figure import Figure
     from matplotlib_inline.backend_inline import set_matplotlib_formats
 
-    set_matplotlib_formats("retina")
+    set_matplotlib_formats("retina")  # replaces any earlier figure formatter
+    formatter = shell.display_formatter.formatters["image/png"]
+    retina = formatter.lookup_by_type(Figure)
+
+    def retina_with_font_size(figure: Figure) -> Any:
+        result = retina(figure)
+        if not isinstance(result, tuple):  # None for an empty figure
+            return result
+        data, metadata = result
+        smallest = _smallest_font_pt(figure)
+        if smallest is not None:
+            metadata = {**metadata, "selfattention": {"min_font_pt": smallest}}
+        return data, metadata
+
+    formatter.for_type(Figure, retina_with_font_size)
+
+
+def _smallest_font_pt(figure: Any) -> float | None:
+    """The smallest font size, in points, of any text ``figure`` draws.
+
+    Every visible, non-empty text counts: titles, axis labels, tick labels,
+    legends, colour bars, annotations and the values written in heatmap
+    cells. The figure is drawn first, so that tick labels exist. Returns
+    None for a figure without text.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> figure, ax = plt.subplots()
+    >>> ax.plot([0, 1], [0, 1])  # doctest: +ELLIPSIS
+    [<matplotlib.lines.Line2D object at ...>]
+    >>> ax.set_xlabel("key", fontsize=12)  # doctest: +ELLIPSIS
+    Text(...)
+    >>> ax.tick_params(labelsize=8)
+    >>> _smallest_font_pt(figure)
+    8.0
+    >>> plt.close(figure)
+    """
+    from matplotlib.text import Text
+
+    figure.canvas.draw()
+    sizes = [
+        float(text.get_fontsize())
+        for text in figure.findobj(Text)
+        if text.get_visible()
+        and text.get_text().strip()
+        and (text.axes is None or text.axes.get_visible())
+    ]
+    return round(min(sizes), 2) if sizes else None
