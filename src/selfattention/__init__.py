@@ -38,7 +38,15 @@ from .masks import (
 )
 from .toys.catalogue import Catalogue, video_catalogue
 from .toys.data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
+from .toys.decoder import TinyDecoder, generate
 from .toys.images import patchify, synthetic_image
+from .toys.induction import (
+    RepeatTask,
+    copy_losses,
+    prefix_matching_score,
+    previous_token_score,
+    train_induction,
+)
 from .toys.models import AttentionClassifier
 from .toys.toy_text import (
     VOCABULARY,
@@ -88,4 +96,11 @@ __all__ = [
     "make_batch",
     "make_lines",
     "train_classifier",
+    "RepeatTask",
+    "TinyDecoder",
+    "copy_losses",
+    "generate",
+    "prefix_matching_score",
+    "previous_token_score",
+    "train_induction",
 ]
