@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from selfattention import KVCache, MultiHeadAttention, causal_mask, rotary_embedding
+from selfattention.exercises.ch14 import check_window_mask
 from selfattention.layers.attention_torch import attend
 
 F64 = torch.float64
@@ -234,3 +235,42 @@ def test_window_needs_causal_and_a_refused_call_leaves_the_cache():
 def test_bad_windows_name_the_argument(window, error, pattern):
     with pytest.raises(error, match=pattern):
         MultiHeadAttention(16, 4, window=window)
+
+
+# --- the chapter's exercise checker ---------------------------------------------------
+
+
+def test_window_mask_checker_accepts_a_right_answer(capsys):
+    def right(t_q, t_k, window):
+        i = np.arange(t_q)[:, None] + t_k - t_q  # positions of the queries
+        j = np.arange(t_k)[None, :]
+        return (i - j >= 0) & (i - j < window)
+
+    assert check_window_mask(right) is True
+    assert capsys.readouterr().out.startswith("✓ check_window_mask: all 6 cases pass")
+
+
+@pytest.mark.parametrize(
+    "wrong,case,hint",
+    [
+        (
+            lambda t_q, t_k, w: causal_mask(t_q, t_k, "bottom-right", window=w + 1),
+            "case 1",
+            "window + 1 keys",
+        ),
+        (lambda t_q, t_k, w: causal_mask(t_q, t_k, window=w), "case 2", "aligned top-left"),
+        (
+            lambda t_q, t_k, w: (
+                np.abs(np.arange(t_q)[:, None] + t_k - t_q - np.arange(t_k)[None, :]) < w
+            ),
+            "case 1",
+            "reaches into the future",
+        ),
+        (lambda t_q, t_k, w: causal_mask(t_q, t_k, "bottom-right"), "case 1", "no window"),
+    ],
+)
+def test_window_mask_checker_names_the_case_and_the_mistake(capsys, wrong, case, hint):
+    assert check_window_mask(wrong) is False
+    out = capsys.readouterr().out
+    assert f"✗ check_window_mask: {case} (" in out
+    assert "hint: " in out and hint in out

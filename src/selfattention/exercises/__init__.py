@@ -28,6 +28,7 @@ from .ch10 import check_additive_mask
 from .ch11 import check_masked_mean
 from .ch12 import check_online_softmax_update
 from .ch13 import check_rotary_embedding
+from .ch14 import check_window_mask
 from .ch15 import check_prefix_matching_score
 from .ch16 import check_causal_key_blocks, check_kv_head_offset
 
@@ -49,6 +50,7 @@ __all__ = [
     "check_online_softmax_update",
     "check_prefix_matching_score",
     "check_rotary_embedding",
+    "check_window_mask",
     "check_kv_head_offset",
     "check_causal_key_blocks",
 ]

@@ -53,7 +53,7 @@ class MultiHeadAttention(nn.Module):
     window : int, optional
         Sliding-window attention (chapter 14): query ``i`` sees key ``j`` only
         when ``0 <= i - j < window``, the current token and the ``window - 1``
-        before it (:func:`selfattention.causal_mask` with ``window``). The
+        before it (:func:`selfattention.masks.causal_mask` with ``window``). The
         window is causal: ``forward`` then needs ``causal=True``. With a
         ``cache``, the layer keeps only the last ``window`` positions in it,
         so the cache stops growing; ``cache.position`` keeps counting, so
