@@ -1,0 +1,508 @@
+/* Interactive figures of "Attention, Step by Step".
+ *
+ * A chapter stores each interactive figure as one hidden notebook output, made
+ * by selfattention.book.interactive.interactive_figure:
+ *
+ *   <div class="sa-interactive" hidden data-kind="softmax" data-figure="fig-...">
+ *     <script type="application/json">{ the notebook's numbers }</script>
+ *   </div>
+ *
+ * This script runs on every page (Jupyter Book loads every _static/*.js) and
+ * does nothing where there is no such element. Where there is, it draws the
+ * figure from the stored numbers inside the element, below the static figure it
+ * belongs to, and un-hides it. Without JavaScript, in JupyterLab and in print,
+ * the element stays hidden and the static figure is the whole story.
+ *
+ * Everything a reader can change is a native control (range, radio, checkbox,
+ * button) with a label, so Tab, the arrow keys, Enter and Space work as they do
+ * everywhere; each change is announced through a role="status" line. The
+ * arithmetic is in window.SAInteractive, where the browser tests check it
+ * against the numbers the notebooks computed with the Python package.
+ */
+(function () {
+  "use strict";
+
+  // --- the arithmetic, the same as the package's --------------------------------
+
+  /** Softmax of `scores`; keys with keep[j] false get 0; nothing kept: all zeros.
+   * As selfattention.softmax: the largest kept score is subtracted first. */
+  function softmax(scores, keep) {
+    const n = scores.length;
+    const out = new Array(n).fill(0);
+    let max = -Infinity;
+    for (let j = 0; j < n; j++) {
+      if ((!keep || keep[j]) && scores[j] > max) max = scores[j];
+    }
+    if (max === -Infinity) return out;
+    let total = 0;
+    for (let j = 0; j < n; j++) {
+      if (!keep || keep[j]) {
+        out[j] = Math.exp(scores[j] - max);
+        total += out[j];
+      }
+    }
+    for (let j = 0; j < n; j++) out[j] /= total;
+    return out;
+  }
+
+  /** Row vector times matrix: (n,) @ (n, m) -> (m,). */
+  function vecmat(vector, matrix) {
+    const out = new Array(matrix[0].length).fill(0);
+    for (let j = 0; j < vector.length; j++) {
+      for (let l = 0; l < out.length; l++) out[l] += vector[j] * matrix[j][l];
+    }
+    return out;
+  }
+
+  /** As selfattention.causal_mask(tq, tk, align, window): query i sees key j
+   * iff 0 <= p - j (< window), p = i, or i + tk - tq for "bottom-right". */
+  function causalMask(tq, tk, align, window) {
+    const offset = align === "bottom-right" ? tk - tq : 0;
+    const rows = [];
+    for (let i = 0; i < tq; i++) {
+      const row = [];
+      for (let j = 0; j < tk; j++) {
+        const gap = i + offset - j;
+        row.push(gap >= 0 && (window == null || gap < window));
+      }
+      rows.push(row);
+    }
+    return rows;
+  }
+
+  /** A key padding mask broadcast over tq queries: key j is real iff j < length. */
+  function paddingMask(tq, tk, length) {
+    return Array.from({ length: tq }, () => Array.from({ length: tk }, (_, j) => j < length));
+  }
+
+  const SA = { softmax, vecmat, causalMask, paddingMask, renderers: {} };
+  window.SAInteractive = SA;
+
+  // --- small DOM helpers --------------------------------------------------------
+
+  const SVG = "http://www.w3.org/2000/svg";
+  let counter = 0;
+
+  /** An element: h("p", {class: "x", text: "hi"}, child, ...). */
+  function h(tag, props, ...children) {
+    const node = tag.startsWith("svg:")
+      ? document.createElementNS(SVG, tag.slice(4))
+      : document.createElement(tag);
+    for (const [key, value] of Object.entries(props || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "text") node.textContent = value;
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child !== null && child !== undefined && child !== false) node.append(child);
+    }
+    return node;
+  }
+
+  function fixed(x, digits) {
+    return (Math.abs(x) < 0.5 * 10 ** -digits ? 0 : x).toFixed(digits);
+  }
+
+  /** A temperature as the reader sees it: three significant digits. */
+  function tauText(tau) {
+    return String(Number(tau.toPrecision(3)));
+  }
+
+  function argmax(values) {
+    let best = 0;
+    values.forEach((v, j) => {
+      if (v > values[best]) best = j;
+    });
+    return best;
+  }
+
+  /** A labelled range input over the indices 0..count-1, with a visible readout. */
+  function slider(ctx, label, count, start, describe) {
+    const id = ctx.id("range");
+    const input = h("input", {
+      type: "range", id, min: 0, max: count - 1, step: 1, value: start, class: "sa-range",
+    });
+    const readout = h("output", { for: id, class: "sa-readout" });
+    const wrap = h("div", { class: "sa-control" }, h("label", { for: id, text: label }), input, readout);
+    const sync = () => {
+      const text = describe(Number(input.value));
+      input.setAttribute("aria-valuetext", text);
+      readout.textContent = text;
+    };
+    input.addEventListener("input", sync);
+    sync();
+    return { wrap, input, sync, get value() { return Number(input.value); } };
+  }
+
+  /** A table in a box that scrolls if it must, named by a line of text above it
+   * (a <caption> would be squeezed to the table's width). */
+  function titled(ctx, text, table) {
+    const id = ctx.id("caption");
+    const caption = h("p", { class: "sa-caption", id, text });
+    table.setAttribute("aria-labelledby", id);
+    return { caption, wrap: h("div", {}, caption, h("div", { class: "sa-scroll" }, table)) };
+  }
+
+  /** A group of radio buttons in a fieldset with a legend. */
+  function radios(ctx, legend, options, start) {
+    const name = ctx.id("choice");
+    const inputs = options.map(([value, text]) => {
+      const id = ctx.id("option");
+      const input = h("input", { type: "radio", name, id, value, checked: value === start });
+      return { input, label: h("label", { class: "sa-option", for: id }, input, " " + text) };
+    });
+    const wrap = h("fieldset", { class: "sa-choice" }, h("legend", { text: legend }),
+      inputs.map((o) => o.label));
+    return {
+      wrap,
+      inputs: inputs.map((o) => o.input),
+      get value() { return inputs.find((o) => o.input.checked).input.value; },
+    };
+  }
+
+  // --- softmax: a temperature slider, optional key toggles, weights as bars ---------
+  //
+  // data: query, keys[T], scores[T] (the scores before the temperature), taus[]
+  // (the slider's temperatures), start (index into taus), maskable (key
+  // toggles), optional values[T][d_v] and value_axes[d_v] (the soft answer a V),
+  // title, help.
+  SA.renderers.softmax = function (root, data, ctx) {
+    const T = data.keys.length;
+    const keep = new Array(T).fill(true);
+    const tau = slider(ctx, "Temperature τ", data.taus.length, data.start,
+      (index) => `τ = ${tauText(data.taus[index])}`);
+    root.append(tau.wrap);
+
+    let toggles = null;
+    if (data.maskable) {
+      toggles = data.keys.map((key, j) => {
+        const id = ctx.id("key");
+        const input = h("input", { type: "checkbox", id, checked: true, "data-key": j });
+        input.addEventListener("change", () => {
+          keep[j] = input.checked;
+          update();
+        });
+        return h("label", { class: "sa-option", for: id }, input, " " + key);
+      });
+      root.append(h("fieldset", { class: "sa-choice" },
+        h("legend", { text: "Keys the query may attend to (unticked = masked)" }), toggles));
+    }
+
+    const rows = data.keys.map((key) => {
+      const number = h("td", { class: "sa-num" });
+      const bar = h("span", { class: "sa-bar" });
+      const uniform = h("span", { class: "sa-uniform" });
+      const row = h("tr", {},
+        h("th", { scope: "row", class: "sa-label", text: key }),
+        number,
+        h("td", { class: "sa-bar-cell", "aria-hidden": "true" },
+          h("span", { class: "sa-track" }, bar, uniform)));
+      return { row, number, bar, uniform };
+    });
+    const table = h("table", { class: "sa-table sa-bars" },
+      h("thead", {}, h("tr", {},
+        h("th", { scope: "col", text: "key" }),
+        h("th", { scope: "col", class: "sa-num", text: "weight" }),
+        h("th", { scope: "col", class: "sa-bar-cell", text: "bar (dashes: 1/T)" }))),
+      h("tbody", {}, rows.map((r) => r.row)));
+    root.append(titled(ctx, `Weights of the query “${data.query}” over the ${T} keys`, table).wrap);
+
+    let blendCells = null;
+    if (data.values) {
+      const axes = data.value_axes;
+      const average = data.values[0].map((_, l) => data.values.reduce((s, v) => s + v[l], 0) / T);
+      const hard = data.values[argmax(data.scores)];
+      blendCells = axes.map(() => h("td", { class: "sa-num" }));
+      const fixedRow = (name, numbers) => h("tr", {}, h("th", { scope: "row", text: name }),
+        numbers.map((x) => h("td", { class: "sa-num", text: fixed(x, 2) })));
+      const blend = h("table", { class: "sa-table sa-blend" },
+        h("thead", {}, h("tr", {}, h("td", {}),
+          axes.map((a) => h("th", { scope: "col", class: "sa-num", text: a })))),
+        h("tbody", {},
+          h("tr", { class: "sa-current" }, h("th", { scope: "row", text: "soft answer a V" }), blendCells),
+          fixedRow("hard lookup (τ → 0)", hard),
+          fixedRow("plain average (τ → ∞)", average)));
+      root.append(titled(ctx, "The soft answer a V, between the hard lookup and the plain average",
+        blend).wrap);
+    }
+
+    const status = ctx.status();
+
+    function update() {
+      const t = data.taus[tau.value];
+      const scaled = data.scores.map((s) => s / t);
+      const weights = softmax(scaled, keep);
+      const allowed = keep.filter(Boolean).length;
+      rows.forEach((r, j) => {
+        r.number.dataset.value = String(weights[j]);
+        r.number.textContent = keep[j] ? fixed(weights[j], 3) : "0 (masked)";
+        r.row.classList.toggle("sa-masked", !keep[j]);
+        r.bar.style.width = `${100 * weights[j]}%`;
+        r.uniform.style.left = `${allowed ? 100 / allowed : 0}%`;
+        r.uniform.hidden = !keep[j];
+      });
+      let message = `τ = ${tauText(t)}`;
+      if (data.maskable) message += `, ${allowed} of ${T} keys allowed`;
+      if (!allowed) {
+        message += ": no key is allowed, so every weight is 0 (zeros, not NaN).";
+      } else {
+        const best = argmax(weights);
+        message += `: “${data.keys[best]}” gets the most weight, ${fixed(weights[best], 3)}.`;
+      }
+      if (blendCells) {
+        const blend = vecmat(weights, data.values);
+        blendCells.forEach((cell, l) => {
+          cell.dataset.value = String(blend[l]);
+          cell.textContent = fixed(blend[l], 2);
+        });
+        message += " Soft answer: " +
+          blend.map((x, l) => `${fixed(x, 2)} ${data.value_axes[l]}`).join(", ") + ".";
+      }
+      status.textContent = message;
+      root.dataset.state = JSON.stringify({ tau: t, keep });
+    }
+
+    tau.input.addEventListener("input", update);
+    update();
+  };
+
+  // --- heads: pick a head, point at a query, see its weights over the keys ----------
+  //
+  // data: tokens[T], heads[h][T][T] (weights, rows = queries), head_names[h],
+  // start_head, start_query, title, help.
+  SA.renderers.heads = function (root, data, ctx) {
+    const T = data.tokens.length;
+    const names = data.head_names;
+    let head = data.start_head || 0;
+    let selected = data.start_query || 0;
+    let shown = selected;
+
+    if (names.length > 1) {
+      const choice = radios(ctx, "Head", names.map((n, r) => [String(r), n]), String(head));
+      choice.inputs.forEach((input) => input.addEventListener("change", () => {
+        head = Number(choice.value);
+        draw();
+      }));
+      root.append(choice.wrap);
+    }
+
+    const queries = data.tokens.map((token, i) => {
+      const button = h("button", {
+        type: "button", class: "sa-token", "aria-pressed": "false", tabindex: i === selected ? 0 : -1,
+        "aria-label": `query ${i}: ${token}`, text: token,
+      });
+      button.addEventListener("click", () => select(i));
+      button.addEventListener("focus", () => select(i));
+      button.addEventListener("mouseenter", () => preview(i));
+      button.addEventListener("mouseleave", () => preview(selected));
+      button.addEventListener("keydown", (event) => {
+        const step = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 }[event.key];
+        const jump = { Home: 0, End: T - 1 }[event.key];
+        if (step === undefined && jump === undefined) return;
+        event.preventDefault();
+        const next = jump !== undefined ? jump : Math.min(T - 1, Math.max(0, i + step));
+        queries[next].focus();
+      });
+      return button;
+    });
+    const keys = data.tokens.map((token) => {
+      const number = h("span", { class: "sa-num" });
+      const bar = h("span", { class: "sa-bar" });
+      const item = h("li", { class: "sa-key" }, h("span", { class: "sa-key-token", text: token }),
+        number, h("span", { class: "sa-track", "aria-hidden": "true" }, bar));
+      return { item, number, bar };
+    });
+    const svg = h("svg:svg", {
+      class: "sa-lines", viewBox: `0 0 100 ${T}`, preserveAspectRatio: "none",
+      "aria-hidden": "true", focusable: "false",
+    });
+    const lines = data.tokens.map(() => {
+      const line = h("svg:line", { x1: 2, x2: 98, "vector-effect": "non-scaling-stroke" });
+      svg.append(line);
+      return line;
+    });
+    const queryHead = ctx.id("queries");
+    const keyHead = ctx.id("keys");
+    root.append(h("div", { class: "sa-heads", style: `--sa-rows: ${T}` },
+      h("p", { class: "sa-col-head", id: queryHead, text: "query" }),
+      h("span", { class: "sa-col-head" }),
+      h("p", { class: "sa-col-head", id: keyHead, text: "keys: weight" }),
+      h("div", { class: "sa-queries", role: "group", "aria-labelledby": queryHead }, queries),
+      svg,
+      h("ul", { class: "sa-keys", "aria-labelledby": keyHead }, keys.map((k) => k.item))));
+    const status = ctx.status();
+
+    function select(i) {
+      selected = i;
+      queries.forEach((b, q) => {
+        b.setAttribute("aria-pressed", String(q === i));
+        b.tabIndex = q === i ? 0 : -1;
+      });
+      preview(i);
+    }
+
+    function preview(i) {
+      shown = i;
+      draw();
+    }
+
+    function draw() {
+      const weights = data.heads[head][shown];
+      queries.forEach((b, q) => b.classList.toggle("sa-shown", q === shown));
+      keys.forEach((k, j) => {
+        k.number.dataset.value = String(weights[j]);
+        k.number.textContent = fixed(weights[j], 2);
+        k.bar.style.width = `${100 * weights[j]}%`;
+        lines[j].setAttribute("y1", shown + 0.5);
+        lines[j].setAttribute("y2", j + 0.5);
+        // Width and opacity relative to the row's largest weight, as bertviz draws them.
+        const share = weights[j] / Math.max(...weights);
+        lines[j].setAttribute("stroke-width", (0.75 + 5.25 * share).toFixed(2));
+        lines[j].setAttribute("stroke-opacity", (0.12 + 0.88 * share).toFixed(3));
+      });
+      const best = argmax(weights);
+      status.textContent = `${names[head]}, query ${shown} “${data.tokens[shown]}”: ` +
+        `the most weight, ${fixed(weights[best], 2)}, on key ${best} “${data.tokens[best]}”.`;
+      root.dataset.state = JSON.stringify({ head, query: shown });
+    }
+
+    select(selected);
+  };
+
+  // --- masks: causal, padding, sliding window or cross-attention --------------------
+  //
+  // data: t_k, question[t_k] and reply[] (the tokens of cross-attention: keys
+  // and queries), start {kind, t_q, align, window, length}, title, help.
+  SA.renderers.masks = function (root, data, ctx) {
+    const tk = data.t_k;
+    const start = data.start;
+    const kinds = [["causal", "causal"], ["padding", "padding"],
+      ["window", "sliding window"], ["cross", "cross-attention"]];
+    const kind = radios(ctx, "Mask", kinds, start.kind);
+    const tq = slider(ctx, "Queries T_q", tk, start.t_q - 1, (index) => `T_q = ${index + 1}`);
+    const align = radios(ctx, "Where the diagonal sits when T_q < T_k",
+      [["top-left", "top-left"], ["bottom-right", "bottom-right"]], start.align);
+    const win = slider(ctx, "Window W", tk, start.window - 1, (index) => `W = ${index + 1}`);
+    const length = slider(ctx, "Real tokens (the rest is padding)", tk, start.length - 1,
+      (index) => `${index + 1} real, ${tk - index - 1} padding`);
+    root.append(kind.wrap, tq.wrap, align.wrap, win.wrap, length.wrap);
+    const table = h("table", { class: "sa-table sa-mask" });
+    const named = titled(ctx, "", table);
+    root.append(named.wrap);
+    const status = ctx.status();
+
+    /** The current settings: which mask, its shape, its labels and its rows. */
+    function current() {
+      const k = kind.value;
+      if (k === "cross") {
+        return { kind: k, rows: paddingMask(data.reply.length, tk, tk), queries: data.reply,
+          keys: data.question };
+      }
+      if (k === "padding") {
+        const n = length.value + 1;
+        const keys = Array.from({ length: tk }, (_, j) => (j < n ? `${j}` : "pad"));
+        return { kind: k, length: n, rows: paddingMask(tk, tk, n), keys,
+          queries: keys.map((_, i) => (i < n ? `query ${i}` : `query ${i} (pad)`)) };
+      }
+      const q = tq.value + 1;
+      const a = align.value;
+      const w = k === "window" ? win.value + 1 : null;
+      const offset = a === "bottom-right" ? tk - q : 0;
+      return { kind: k, t_q: q, align: a, window: w, rows: causalMask(q, tk, a, w),
+        keys: Array.from({ length: tk }, (_, j) => `${j}`),
+        queries: Array.from({ length: q }, (_, i) =>
+          offset ? `query ${i} (at ${i + offset})` : `query ${i}`) };
+    }
+
+    function update() {
+      const c = current();
+      tq.wrap.hidden = align.wrap.hidden = c.kind === "padding" || c.kind === "cross";
+      win.wrap.hidden = c.kind !== "window";
+      length.wrap.hidden = c.kind !== "padding";
+      const allowed = c.rows.flat().filter(Boolean).length;
+      const total = c.rows.length * tk;
+      let name = { causal: "Causal mask", padding: "Padding mask", window: "Sliding-window mask",
+        cross: "Cross-attention mask" }[c.kind];
+      if (c.window) name += `, W = ${c.window}`;
+      if (c.t_q) name += `, ${c.align}`;
+      named.caption.textContent = `${name}: ${c.rows.length} queries (rows) by ${tk} keys; ` +
+        "1 = may attend, 0 = blocked";
+      table.replaceChildren(
+        h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "key →" }),
+          c.keys.map((key) => h("th", { scope: "col", class: "sa-num", text: key })))),
+        h("tbody", {}, c.rows.map((row, i) => h("tr", {},
+          h("th", { scope: "row", text: c.queries[i] }),
+          row.map((on) => h("td", { class: on ? "sa-num sa-on" : "sa-num sa-off", text: on ? "1" : "0" }))))));
+      let message = `${name}: ${allowed} of ${total} query-key pairs may attend.`;
+      if (c.kind === "causal" || c.kind === "window") {
+        const last = c.rows[0].lastIndexOf(true);
+        message += ` Query 0 sees keys ${c.rows[0].indexOf(true)} to ${last}.`;
+        if (c.t_q === tk) message += " With T_q = T_k both alignments give the same mask.";
+      } else if (c.kind === "padding") {
+        message += ` Every query, padding or not, sees keys 0 to ${c.length - 1} only.`;
+      } else {
+        message += " The reply's queries may read every key of the question.";
+      }
+      status.textContent = message;
+      root.dataset.state = JSON.stringify({ kind: c.kind, t_q: c.t_q || c.rows.length,
+        align: c.align || null, window: c.window || null, length: c.length || null });
+      table.dataset.mask = JSON.stringify(c.rows.map((row) => row.map(Number)));
+    }
+
+    [...kind.inputs, ...align.inputs].forEach((input) => input.addEventListener("change", update));
+    [tq, win, length].forEach((s) => s.input.addEventListener("input", update));
+    update();
+  };
+
+  // --- mounting -------------------------------------------------------------------
+
+  /** Draw one stored figure: read its JSON, build its widget, show it. */
+  function mount(host) {
+    if (host.dataset.mounted) return;
+    const render = SA.renderers[host.dataset.kind];
+    const source = host.querySelector('script[type="application/json"]');
+    if (!render || !source) return;
+    const data = JSON.parse(source.textContent);
+    const n = ++counter;
+    const ctx = {
+      id: (name) => `sa-${n}-${name}-${++counter}`,
+      status() {
+        const line = h("p", { class: "sa-status", role: "status" });
+        root.append(line);
+        return line;
+      },
+    };
+    const figure = document.getElementById(host.dataset.figure);
+    const number = figure && figure.querySelector(".caption-number");
+    const of = number ? number.textContent.trim().replace(/\s+/g, " ") : "the figure above";
+    const titleId = `sa-${n}-title`;
+    const root = h("div", { class: "sa-widget", role: "group", "aria-labelledby": titleId },
+      h("p", { class: "sa-title", id: titleId }, h("span", { class: "sa-badge", text: "Interactive" }),
+        ` ${data.title} (${of}, live)`),
+      data.help ? h("p", { class: "sa-help", text: [].concat(data.help).join(" ") }) : null);
+    render(root, data, ctx);
+    host.append(root);
+    host.dataset.mounted = "true";
+    host.hidden = false;
+  }
+
+  function mountAll() {
+    document.querySelectorAll(".sa-interactive").forEach((host) => {
+      try {
+        mount(host);
+      } catch (error) {
+        // A figure that cannot be drawn stays hidden; the static one remains.
+        host.hidden = true;
+        console.error("interactive figure:", error);
+      }
+    });
+  }
+
+  SA.mountAll = mountAll;
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", mountAll);
+  } else {
+    mountAll();
+  }
+})();

@@ -1,0 +1,289 @@
+"""The website's interactive figures: the numbers each one draws, from its notebook.
+
+An interactive figure is one notebook output, made by :func:`interactive_figure`
+in the cell after the static figure it belongs to. The output is an HTML element
+that stays hidden and carries the figure's data as JSON: numbers the chapter
+computed with this package. On the website the book's script
+(``_static/interactive.js``) finds the element, draws the figure from those
+numbers, and shows it below the static one. Without JavaScript, in JupyterLab
+(which has not got the site's script, and runs no script of an untrusted
+notebook) and in the PDF, the element stays hidden and the static figure is all
+there is.
+
+nbval compares the stored HTML like any other output, so the JSON comes out
+byte for byte the same on every machine: floats are rounded to ``digits``
+decimals (``round(x, digits)``, written with Python's shortest repr, which
+JavaScript's ``JSON.parse`` reads back as the same double), and lines are
+broken at commas to stay within the 79 characters of the site's code column.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_int, describe
+
+#: The figures the site's script can draw, one renderer each.
+KINDS = ("softmax", "heads", "masks", "classifier")
+
+_NAME = re.compile(r"^fig-[a-z0-9]+(-[a-z0-9]+)*$")
+#: The longest line the stored HTML may have (the site's code column).
+LINE_WIDTH = 79
+#: The longest string the data may hold, as JSON writes it (quotes and escapes
+#: included): a token, a label or a short title; with what follows it on its
+#: line, it stays within LINE_WIDTH.
+MAX_STRING = 66
+
+
+def to_plain(value: Any, digits: int = 10, name: str = "data") -> Any:
+    """``value`` as plain JSON data: dicts, lists, str, bool, int and rounded floats.
+
+    numpy arrays and torch tensors become nested lists; numpy scalars become
+    Python numbers; floats are rounded to ``digits`` decimals, with ``-0.0``
+    written as ``0.0`` (its sign may differ between machines).
+
+    Parameters
+    ----------
+    value : Any
+        A mapping with str keys, a sequence, an array or tensor, a string, a
+        bool, an int, a float or None, nested in any way.
+    digits : int, default 10
+        Decimals kept of every float (0 to 17).
+    name : str, default "data"
+        What to call ``value`` in error messages.
+
+    Returns
+    -------
+    Any
+        The same structure, built only of types ``json`` writes exactly.
+
+    Raises
+    ------
+    TypeError
+        If a key is not a str, or a value is of another type.
+    ValueError
+        If a float is NaN or infinite, or ``digits`` is outside 0 to 17.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> to_plain({"w": np.array([1 / 3, -1e-12]), "keep": np.array([True, False])}, digits=4)
+    {'w': [0.3333, 0.0], 'keep': [True, False]}
+    """
+    digits = check_int(digits, "digits")
+    if not 0 <= digits <= 17:
+        raise ValueError(f"digits must lie in 0 to 17, got {digits}")
+    return _plain(value, digits, name)
+
+
+def _plain(value: Any, digits: int, name: str) -> Any:
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"{name} holds {number}: only finite numbers can be stored")
+        return round(number, digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+    if isinstance(value, Mapping):
+        plain = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{name} has a key {key!r} of type {type(key).__name__}: use str")
+            plain[key] = _plain(item, digits, f"{name}[{key!r}]")
+        return plain
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"{name} is an array of {value.dtype}: use bool, int or float")
+        return _plain(value.tolist(), digits, name)
+    if isinstance(value, Sequence):
+        return [_plain(item, digits, f"{name}[{index}]") for index, item in enumerate(value)]
+    raise TypeError(f"{name} is {describe(value)}: use dicts, lists, arrays, str or numbers")
+
+
+def _wrap(text: str, width: int = LINE_WIDTH) -> str:
+    """Break compact JSON into lines of at most ``width`` characters.
+
+    Lines break after a ``,``, ``[``, ``{`` or ``:`` outside strings, where JSON
+    allows whitespace; the pieces between are packed greedily. A piece longer
+    than ``width`` (a long string) gets a line of its own.
+    """
+    pieces, piece, in_string, escaped = [], [], False, False
+    for char in text:
+        piece.append(char)
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in ",[{:":
+            pieces.append("".join(piece))
+            piece = []
+    pieces.append("".join(piece))
+    lines, line = [], ""
+    for piece in pieces:
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def _check_strings(value: Any, name: str) -> None:
+    if isinstance(value, str):
+        written = len(json.dumps(value, ensure_ascii=True))
+        if written > MAX_STRING:
+            raise ValueError(
+                f"{name} is a string that JSON writes in {written} characters; at most "
+                f"{MAX_STRING} fit one line of the stored output: {value[:40]!r}..."
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(item, f"{name}[{key!r}]")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_strings(item, f"{name}[{index}]")
+
+
+@dataclass(frozen=True)
+class InteractiveFigure:
+    """One interactive figure as a notebook output: hidden HTML with its data as JSON.
+
+    Made by :func:`interactive_figure`; a notebook shows it by ending a cell
+    with it (Jupyter calls ``_repr_html_`` for the HTML and ``repr`` for the
+    plain-text twin).
+
+    Examples
+    --------
+    >>> from selfattention.book.interactive import interactive_figure
+    >>> figure = interactive_figure("softmax", {"scores": [0.5, 2.0]}, figure="fig-x")
+    >>> figure.kind, figure.figure, figure.data
+    ('softmax', 'fig-x', {'scores': [0.5, 2.0]})
+    """
+
+    kind: str
+    figure: str
+    data: dict
+
+    @property
+    def json(self) -> str:
+        """The data as JSON, safe inside a ``<script>`` element, lines of at most 79 characters
+
+        Examples
+        --------
+        >>> from selfattention.book.interactive import interactive_figure
+        >>> interactive_figure("softmax", {"key": "</script>"}, figure="fig-x").json
+        '{"key":"\\\\u003c/script\\\\u003e"}'
+        """
+        text = json.dumps(self.data, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        # "<", ">" and "&" only occur inside JSON strings, where \\u escapes mean the same.
+        for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+            text = text.replace(char, escape)
+        return _wrap(text)
+
+    def _repr_html_(self) -> str:
+        return (
+            f'<div class="sa-interactive" hidden\n     data-kind="{self.kind}"'
+            f' data-figure="{self.figure}">\n'
+            f'<script type="application/json">\n{self.json}\n</script>\n</div>'
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Interactive figure ({self.kind}) beside {self.figure}:\n"
+            "the book's website draws it from the data in this output."
+        )
+
+
+def interactive_figure(
+    kind: str, data: Mapping[str, Any], figure: str, digits: int = 10
+) -> InteractiveFigure:
+    """The interactive version of a chapter's figure ``figure``, drawn from ``data``.
+
+    End a notebook cell with the result: the website's script draws the figure
+    below the static figure named ``figure``; everywhere else the output stays
+    hidden.
+
+    Parameters
+    ----------
+    kind : str
+        Which of the site's renderers draws it: one of :data:`KINDS`.
+    data : Mapping[str, Any]
+        What the renderer needs (see ``_static/interactive.js`` for each kind),
+        as :func:`to_plain` accepts it. Strings are at most 64 characters
+        (66 as JSON writes them, quotes included); split longer text into
+        a list of strings.
+    figure : str
+        The name of the static figure it accompanies, such as
+        ``"fig-search-temperature"`` (the cell metadata's ``mystnb.figure.name``).
+    digits : int, default 10
+        Decimals kept of every float.
+
+    Returns
+    -------
+    InteractiveFigure
+        The output: ``_repr_html_`` gives the hidden element with its JSON.
+
+    Raises
+    ------
+    TypeError
+        If ``kind`` or ``figure`` is not a str, ``data`` is not a mapping, or
+        holds a type :func:`to_plain` refuses.
+    ValueError
+        If ``kind`` is not one of :data:`KINDS`, ``figure`` is not a figure
+        name (``fig-`` and lower-case words joined by hyphens), a float in
+        ``data`` is not finite, or a string is too long.
+
+    Examples
+    --------
+    >>> from selfattention.book.interactive import interactive_figure
+    >>> figure = interactive_figure(
+    ...     "softmax", {"keys": ["a", "b"], "scores": [1 / 3, 2.0]},
+    ...     figure="fig-demo", digits=3)
+    >>> print(figure._repr_html_())
+    <div class="sa-interactive" hidden
+         data-kind="softmax" data-figure="fig-demo">
+    <script type="application/json">
+    {"keys":["a","b"],"scores":[0.333,2.0]}
+    </script>
+    </div>
+
+    Long data is broken into lines that fit the site's 79-character code column:
+
+    >>> import numpy as np
+    >>> html = interactive_figure("heads", {"weights": np.full((8, 8), 1 / 3)},
+    ...                           figure="fig-demo")._repr_html_()
+    >>> len(html), max(len(line) for line in html.splitlines())
+    (1004, 79)
+    """
+    for value, argument in ((kind, "kind"), (figure, "figure")):
+        if not isinstance(value, str):
+            raise TypeError(f"{argument} must be a str, got {describe(value)}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if not _NAME.match(figure):
+        raise ValueError(
+            f"figure must be a figure name like 'fig-search-temperature', got {figure!r}"
+        )
+    if not isinstance(data, Mapping):
+        raise TypeError(f"data must be a mapping, got {describe(data)}")
+    plain = to_plain(data, digits, "data")
+    _check_strings(plain, "data")
+    return InteractiveFigure(kind=kind, figure=figure, data=plain)

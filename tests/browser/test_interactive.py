@@ -1,0 +1,485 @@
+"""The interactive figures (issue 23) in Chromium: drawn, operable, and equal to the Python.
+
+A chapter stores each interactive figure as a hidden notebook output with the
+figure's data (``selfattention.book.interactive``), including ``checks``: the
+numbers the notebook computed with the package for fixed settings. The site's
+script, ``_static/interactive.js``, draws the figure from that data. Each page
+with one is loaded once on the desktop tab (the load test_site.py's checks use
+too), once on the phone and once with JavaScript off; everything is collected
+in that visit and the tests assert on it. They check that
+
+- every figure is drawn, and every control changes what it shows: with the
+  mouse, with the keyboard (Tab, arrows, Home/End, Space), and by touch;
+- the numbers the browser shows, and those it computed, equal the notebook's
+  for every stored check;
+- there are no console errors and no requests to another host;
+- axe-core finds nothing serious on the figures in dark mode after use (test_site.py
+  runs it on every page as it loads), and on a 390px phone nothing pans sideways;
+- with JavaScript off the figure stays hidden and the static figure shows;
+- the script and its stylesheet stay within their budget (300 KB).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from book_site import ROOT, SETTLE, SITE
+
+try:  # one load per page for the whole run: test_site.py's cache of visited pages
+    from test_site import visit as site_visit
+except ImportError:  # pragma: no cover - test_site.py changed; load the pages here
+    site_visit = None
+
+#: Each chapter's interactive figures: the page, and the static figures they accompany.
+FIGURES = {
+    "chapters/02_search_analogy.html": {"fig-search-temperature": "softmax"},
+    "chapters/07_softmax.html": {"fig-softmax-temperature": "softmax"},
+    "chapters/09_multi_head_attention.html": {"fig-mha-heads": "heads"},
+    "chapters/10_masked_and_cross_attention.html": {"fig-masked-alignment": "masks"},
+}
+PAGES = list(FIGURES)
+BUDGET_BYTES = 300_000
+TOLERANCE = 1e-9  # the stored numbers have 10 decimals (4 for chapter 9's weights)
+
+# --- in-page drivers: they set the real controls as a reader would (value, then the
+# event the browser fires) and read back what the figure shows. --------------------
+
+HOSTS = """() => [...document.querySelectorAll(".sa-interactive")].map((host) => ({
+  kind: host.dataset.kind, figure: host.dataset.figure, hidden: host.hidden,
+  mounted: host.dataset.mounted === "true",
+  data: JSON.parse(host.querySelector('script[type="application/json"]').textContent),
+  staticFigure: !!document.getElementById(host.dataset.figure),
+  width: host.getBoundingClientRect().width,
+}))"""
+
+READ = """(root) => ({
+  state: JSON.parse(root.dataset.state),
+  status: root.querySelector(".sa-status").textContent,
+  numbers: [...root.querySelectorAll("td.sa-num[data-value], .sa-key .sa-num")]
+    .map((e) => ({value: Number(e.dataset.value), text: e.textContent})),
+  mask: root.querySelector("table.sa-mask") ?
+    JSON.parse(root.querySelector("table.sa-mask").dataset.mask) : null,
+  cells: [...root.querySelectorAll("table.sa-mask td")].map((td) => td.textContent),
+})"""
+
+DRIVE = (
+    """async ([index, settings]) => {
+  const READ = """
+    + READ
+    + """;
+  const host = document.querySelectorAll(".sa-interactive")[index];
+  const root = host.querySelector(".sa-widget");
+  const ranges = [...root.querySelectorAll("input[type=range]")];
+  const radios = [...root.querySelectorAll("input[type=radio]")];
+  const setRange = (input, value) => {
+    input.value = String(value);
+    input.dispatchEvent(new Event("input", {bubbles: true}));
+  };
+  const pick = (value) => {
+    const radio = radios.find((r) => r.value === value);
+    if (!radio.checked) radio.click();
+  };
+  const out = [];
+  for (const s of settings) {
+    if (host.dataset.kind === "softmax") {
+      root.querySelectorAll("input[type=checkbox]").forEach((box, j) => {
+        const want = s.keep ? s.keep[j] : true;
+        if (box.checked !== want) box.click();
+      });
+      setRange(ranges[0], s.index);
+    } else if (host.dataset.kind === "heads") {
+      if (radios.length) pick(String(s.head));
+      root.querySelectorAll("button.sa-token")[s.query].click();
+    } else if (host.dataset.kind === "masks") {
+      pick(s.kind);
+      if (s.align) pick(s.align);
+      if (s.t_q && s.kind !== "cross") setRange(ranges[0], s.t_q - 1);
+      if (s.window) setRange(ranges[1], s.window - 1);
+      if (s.length) setRange(ranges[2], s.length - 1);
+    }
+    out.push(READ(root));
+  }
+  return out;
+}"""
+)
+
+AXE_RUN = """async (options) => {
+  const results = await axe.run({include: [[".sa-widget"]]}, options);
+  return results.violations.filter((v) => ["serious", "critical"].includes(v.impact))
+    .map((v) => `${v.id} (${v.impact}): ` + v.nodes.map((n) => n.target.join(" ")).join(", "));
+}"""
+
+OVERFLOW = """() => ({
+  scrollWidth: document.documentElement.scrollWidth,
+  width: document.documentElement.clientWidth,
+  widgets: [...document.querySelectorAll(".sa-widget")].map((w) => {
+    const r = w.getBoundingClientRect();
+    return {left: r.left, right: r.right, scrollWidth: w.scrollWidth, clientWidth: w.clientWidth};
+  }),
+})"""
+
+
+def axe(page) -> list[str]:
+    """Serious or critical axe-core findings on the interactive figures of the page."""
+    from axe_playwright_python.base import AXE_SCRIPT
+
+    if not page.evaluate("typeof window.axe === 'object'"):
+        page.evaluate(AXE_SCRIPT)
+    # preload: axe would fetch every stylesheet itself, and resolve the theme's
+    # @import "basic.css" against the site root (a 404); test_site.py does the same.
+    return page.evaluate(AXE_RUN, {"resultTypes": ["violations"], "preload": False})
+
+
+def settings_of(host: dict) -> list[dict]:
+    """The control settings to visit for one figure: its stored checks (or every row)."""
+    data = host["data"]
+    if host["kind"] == "heads":
+        return [
+            {"head": r, "query": i}
+            for r in range(len(data["heads"]))
+            for i in range(len(data["tokens"]))
+        ]
+    return data["checks"]
+
+
+# --- one visit per page and viewport ---------------------------------------------------
+
+_desktop: dict[str, dict] = {}
+_phone: dict[str, dict] = {}
+_no_script: dict[str, dict] = {}
+
+
+def load(tab, page: str) -> None:
+    tab.reset()
+    tab.page.goto(tab.url(page), wait_until="load")
+    tab.page.evaluate(SETTLE)
+
+
+def keyboard_and_mouse(tab, index: int, host: dict, pressed: list) -> list[tuple[str, dict]]:
+    """Operate one figure with real key presses, clicks and hovers; read it after each.
+
+    Returns (action, what the figure shows after it), starting with ("start", ...).
+    Appends to ``pressed`` whether the focused query button is the selected one.
+    """
+    page = tab.page
+    root = page.locator(".sa-interactive").nth(index).locator(".sa-widget")
+
+    def read():
+        return root.evaluate(READ)
+
+    steps = [("start", read())]
+    if host["kind"] == "softmax":
+        slider = root.locator("input[type=range]")
+        slider.focus()
+        for key in ("ArrowRight", "ArrowRight", "Home", "End", "PageDown"):
+            page.keyboard.press(key)
+            steps.append((key, read()))
+        if host["data"]["maskable"]:
+            page.keyboard.press("Tab")  # to the first key's tick box
+            page.keyboard.press("Space")
+            steps.append(("Tab, Space", read()))
+            root.locator("label.sa-option").nth(1).click()  # the mouse
+            steps.append(("click", read()))
+        else:
+            box = slider.bounding_box()
+            slider.click(position={"x": 0.25 * box["width"], "y": box["height"] / 2})
+            steps.append(("click", read()))
+    elif host["kind"] == "heads":
+        buttons = root.locator("button.sa-token")
+        buttons.nth(0).focus()
+        steps.append(("focus", read()))
+        for key in ("ArrowDown", "ArrowDown", "End", "ArrowUp", "Home"):
+            page.keyboard.press(key)
+            steps.append((key, read()))
+        pressed.append(page.evaluate("document.activeElement.getAttribute('aria-pressed')"))
+        buttons.nth(3).hover()
+        steps.append(("hover", read()))
+        root.locator(".sa-keys").hover()
+        steps.append(("hover away", read()))
+        radios = root.locator("input[type=radio]")
+        if radios.count():
+            radios.nth(0).focus()
+            page.keyboard.press("ArrowRight")
+            steps.append(("head ArrowRight", read()))
+    elif host["kind"] == "masks":
+        root.locator("input[type=radio][value=causal]").focus()
+        page.keyboard.press("ArrowRight")  # the radio group moves to "padding"
+        steps.append(("kind ArrowRight", read()))
+        root.locator("input[type=range]:visible").first.focus()
+        page.keyboard.press("ArrowLeft")
+        steps.append(("length ArrowLeft", read()))
+        root.locator("label.sa-option", has_text="cross-attention").click()
+        steps.append(("click cross", read()))
+        root.locator("label.sa-option", has_text="sliding window").click()
+        steps.append(("click window", read()))
+    return steps
+
+
+def visit(tab, page: str) -> dict:
+    """Load ``page`` once on the desktop tab and operate every figure on it.
+
+    The page is loaded through test_site.py's visit, which records that module's
+    facts (axe-core on the whole page among them) as it loads, so the run loads
+    each page once for both modules. Then every figure is operated with the
+    keyboard and the mouse from its first state, driven through every stored
+    check, and axe-core runs on the figures in dark mode, in the state they were
+    left in.
+    """
+    if page in _desktop:
+        return _desktop[page]
+    if not (SITE / page).is_file():
+        pytest.skip(f"{page} is not built")
+    if site_visit is not None:
+        site_visit(tab, page)
+    if tab.path_of(tab.page.url) != page:  # test_site had loaded it before
+        load(tab, page)
+    facts: dict = {"hosts": tab.page.evaluate(HOSTS), "driven": [], "steps": [], "pressed": []}
+    for index, host in enumerate(facts["hosts"]):
+        if host["mounted"]:
+            facts["steps"].append(keyboard_and_mouse(tab, index, host, facts["pressed"]))
+            facts["driven"].append(tab.page.evaluate(DRIVE, [index, settings_of(host)]))
+    tab.page.evaluate("document.documentElement.dataset.theme = 'dark'")
+    facts["axe_dark"] = axe(tab.page)
+    facts["dark_text"] = tab.page.evaluate(
+        "() => [...document.querySelectorAll('.sa-widget')].map((w) => getComputedStyle(w).color)"
+    )
+    tab.page.evaluate("document.documentElement.dataset.theme = 'light'")
+    facts["console_errors"] = list(tab.console_errors)
+    facts["foreign"] = list(tab.foreign)
+    facts["failed"] = list(tab.failed)
+    _desktop[page] = facts
+    return facts
+
+
+def phone_visit(phone, page: str) -> dict:
+    """Load ``page`` once on the phone: a tap on each figure, and the widths before and after.
+
+    (test_site.py runs axe-core on every page at this size.)
+    """
+    if page in _phone:
+        return _phone[page]
+    if not (SITE / page).is_file():
+        pytest.skip(f"{page} is not built")
+    load(phone, page)
+    facts = {"overflow": [phone.page.evaluate(OVERFLOW)], "taps": []}
+    for index, host in enumerate(phone.page.evaluate(HOSTS)):
+        root = phone.page.locator(".sa-interactive").nth(index).locator(".sa-widget")
+        before = root.evaluate(READ)
+        target = {
+            "softmax": "input[type=range]",
+            "heads": "button.sa-token >> nth=-1",
+            "masks": "label.sa-option >> nth=1",
+        }[host["kind"]]
+        control = root.locator(target).first
+        control.scroll_into_view_if_needed()
+        if host["kind"] == "softmax":
+            box = control.bounding_box()
+            phone.page.touchscreen.tap(box["x"] + 0.9 * box["width"], box["y"] + box["height"] / 2)
+        else:
+            control.tap()
+        facts["taps"].append((host["kind"], before, root.evaluate(READ)))
+    facts["overflow"].append(phone.page.evaluate(OVERFLOW))
+    facts["console_errors"] = list(phone.console_errors)
+    _phone[page] = facts
+    return facts
+
+
+def no_script_visit(browser, server, page: str) -> dict:
+    """Load ``page`` with JavaScript off: what shows of each figure and its static twin."""
+    if page in _no_script:
+        return _no_script[page]
+    if not (SITE / page).is_file():
+        pytest.skip(f"{page} is not built")
+    context = browser.new_context(
+        java_script_enabled=False, viewport={"width": 1280, "height": 900}
+    )
+    try:
+        tab = context.new_page()
+        tab.goto(f"{server}/{page}", wait_until="load")
+        facts = tab.evaluate(
+            """() => [...document.querySelectorAll(".sa-interactive")].map((host) => {
+              const figure = document.getElementById(host.dataset.figure);
+              const img = figure && figure.querySelector("img");
+              return {figure: host.dataset.figure, shown: host.checkVisibility(),
+                      drawn: !!host.querySelector(".sa-widget"),
+                      image: img ? {shown: img.checkVisibility(), alt: img.alt,
+                                    loaded: img.complete && img.naturalWidth > 0} : null,
+                      caption: figure ? figure.querySelector("figcaption").innerText : ""};
+            })"""
+        )
+    finally:
+        context.close()
+    _no_script[page] = facts
+    return facts
+
+
+# --- the tests ------------------------------------------------------------------------
+
+
+def test_script_and_stylesheet_fit_the_budget():
+    files = sorted((ROOT / "_static").glob("interactive*"))
+    assert {f.suffix for f in files} == {".js", ".css"}, files
+    total = sum(f.stat().st_size for f in files)
+    assert total <= BUDGET_BYTES, f"interactive JS + CSS is {total} bytes, over {BUDGET_BYTES}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_script_is_served_once_from_this_site(page, site):
+    html = (site / page).read_text(encoding="utf-8")
+    scripts = re.findall(r'<script[^>]*src="([^"]*interactive[^"]*)"', html)
+    styles = re.findall(r'<link[^>]*href="([^"]*interactive[^"]*\.css[^"]*)"', html)
+    assert len(scripts) == 1 and len(styles) == 1, (scripts, styles)
+    assert scripts[0].startswith("../_static/interactive.js"), scripts
+    # the same URL on every page, so the browser caches it
+    other = (site / PAGES[0]).read_text(encoding="utf-8")
+    assert scripts[0] in other
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_figure_is_drawn_next_to_its_static_figure(page, tab):
+    facts = visit(tab, page)
+    found = {host["figure"]: host["kind"] for host in facts["hosts"]}
+    assert found == FIGURES[page], f"{page}: interactive figures {found}"
+    for host in facts["hosts"]:
+        assert host["mounted"] and not host["hidden"], f"{page}: {host['figure']} not drawn"
+        assert host["staticFigure"], f"{page}: no static figure {host['figure']}"
+        assert host["width"] > 300
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_console_errors_and_nothing_from_another_host(page, tab):
+    facts = visit(tab, page)
+    assert not facts["console_errors"], facts["console_errors"]
+    assert not facts["foreign"] and not facts["failed"], facts["foreign"] + facts["failed"]
+
+
+def softmax_numbers(host, driven):
+    """(check, weights shown, blend shown) of a softmax figure, for each stored check."""
+    T = len(host["data"]["keys"])
+    for check, seen in zip(host["data"]["checks"], driven, strict=True):
+        yield check, seen["numbers"][:T], seen["numbers"][T:]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_browser_shows_the_notebooks_numbers(page, tab):
+    facts = visit(tab, page)
+    for host, driven in zip(facts["hosts"], facts["driven"], strict=True):
+        data = host["data"]
+        if host["kind"] == "softmax":
+            for check, weights, blend in softmax_numbers(host, driven):
+                where = f"{page} at tau = {check['tau']}, keep = {check.get('keep')}"
+                for j, (want, got) in enumerate(zip(check["weights"], weights, strict=True)):
+                    assert abs(got["value"] - want) <= TOLERANCE, f"{where}: weight {j}"
+                    masked = check.get("keep") is not None and not check["keep"][j]
+                    shown = "0 (masked)" if masked else f"{want:.3f}"
+                    assert got["text"] == shown, f"{where}: weight {j} shows {got['text']}"
+                pairs = zip(check.get("blend", []), blend, strict=True)
+                for axis, (want, got) in enumerate(pairs):
+                    assert abs(got["value"] - want) <= TOLERANCE, f"{where}: blend {axis}"
+                    assert got["text"] == f"{want:.2f}", f"{where}: blend {axis}"
+                if check.get("keep") is not None and not any(check["keep"]):
+                    assert "zeros, not NaN" in driven[-1]["status"]
+        elif host["kind"] == "heads":
+            for setting, seen in zip(settings_of(host), driven, strict=True):
+                row = data["heads"][setting["head"]][setting["query"]]
+                assert seen["state"] == setting
+                assert [n["value"] for n in seen["numbers"]] == row, f"{page}: {setting}"
+                assert [n["text"] for n in seen["numbers"]] == [f"{w:.2f}" for w in row]
+        elif host["kind"] == "masks":
+            for check, seen in zip(data["checks"], driven, strict=True):
+                where = f"{page}: {check}"
+                assert seen["state"]["kind"] == check["kind"], where
+                assert seen["mask"] == check["mask"], where
+                assert seen["cells"] == [str(x) for row in check["mask"] for x in row], where
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_control_changes_the_figure(page, tab):
+    """Keys, clicks and hovers each change the state and what is shown and announced."""
+    facts = visit(tab, page)
+    for host, steps in zip(facts["hosts"], facts["steps"], strict=True):
+        for (_, before), (action, after) in zip(steps, steps[1:], strict=False):
+            assert after["state"] != before["state"], (
+                f"{page} {host['kind']}: {action} did nothing"
+            )
+            assert after["status"] != before["status"], f"{page}: {action} was not announced"
+            seen = (after["numbers"], after["mask"])
+            assert seen != (before["numbers"], before["mask"]), (
+                f"{page}: {action} showed nothing new"
+            )
+
+
+def test_keyboard_moves_are_the_expected_ones(tab):
+    """One figure of each kind, step by step: what each key press selects."""
+    softmax = dict(visit(tab, PAGES[0])["steps"][0])
+    taus = visit(tab, PAGES[0])["hosts"][0]["data"]["taus"]
+    start = visit(tab, PAGES[0])["hosts"][0]["data"]["start"]
+    assert softmax["ArrowRight"]["state"]["tau"] == taus[start + 2]
+    assert softmax["Home"]["state"]["tau"] == taus[0]
+    assert softmax["End"]["state"]["tau"] == taus[-1]
+    facts = visit(tab, "chapters/09_multi_head_attention.html")
+    queries = [seen["state"]["query"] for _, seen in facts["steps"][0]]
+    start = facts["hosts"][0]["data"]["start_query"]
+    # focus query 0, Down, Down, End, Up, Home, hover query 3, hover away, next head
+    assert queries == [start, 0, 1, 2, 5, 4, 0, 3, 0, 0], queries
+    assert facts["pressed"] == ["true"], "the focused query button is not the selected one"
+    assert facts["steps"][0][-1][1]["state"]["head"] == 1
+    masks = dict(visit(tab, "chapters/10_masked_and_cross_attention.html")["steps"][0])
+    assert masks["kind ArrowRight"]["state"]["kind"] == "padding"
+    assert masks["length ArrowLeft"]["state"]["length"] == 2
+    assert masks["click cross"]["state"]["kind"] == "cross"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_accessible_in_dark_mode_after_use(page, tab):
+    """axe-core on the figures in dark mode, in the states the tests left them in.
+
+    (test_site.py runs axe-core on every page as it loads, light, at 1280px and 390px.)
+    """
+    facts = visit(tab, page)
+    assert not facts["axe_dark"], f"{page} in dark mode: {facts['axe_dark']}"
+    for color in facts["dark_text"]:
+        channels = [float(x) for x in re.findall(r"[\d.]+", color)[:3]]
+        assert min(channels) >= 150, f"{page}: the figure's text is {color} in dark mode"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_on_a_phone_it_fits_and_answers_a_tap(page, phone):
+    facts = phone_visit(phone, page)
+    for overflow in facts["overflow"]:  # before and after the taps
+        assert overflow["scrollWidth"] <= overflow["width"], f"{page} pans sideways: {overflow}"
+        for widget in overflow["widgets"]:
+            assert widget["left"] >= 0 and widget["right"] <= overflow["width"], (page, widget)
+            assert widget["scrollWidth"] <= widget["clientWidth"] + 1, (page, widget)
+    for kind, before, after in facts["taps"]:
+        assert after["state"] != before["state"], f"{page}: a tap on the {kind} figure did nothing"
+    assert not facts["console_errors"], facts["console_errors"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_without_javascript_the_static_figure_shows(page, browser, server):
+    for figure in no_script_visit(browser, server, page):
+        assert not figure["shown"] and not figure["drawn"], f"{page}: {figure}"
+        image = figure["image"]
+        assert image and image["shown"] and image["loaded"], f"{page}: {figure}"
+        assert len(image["alt"]) >= 30 and figure["caption"], f"{page}: {figure}"
+
+
+def test_the_stored_data_is_what_the_notebooks_wrote():
+    """The site shows the notebooks' stored outputs: each figure's JSON is in its chapter."""
+    for page, figures in FIGURES.items():
+        notebook = ROOT / page.replace(".html", ".ipynb")
+        if not notebook.is_file():
+            continue
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        stored = [
+            "".join(output["data"]["text/html"])
+            for cell in cells
+            for output in cell.get("outputs", [])
+            if "sa-interactive" in "".join(output.get("data", {}).get("text/html", ""))
+        ]
+        assert len(stored) == len(figures), f"{notebook.name}: {len(stored)} stored figures"
+        for html, name in zip(stored, figures, strict=True):
+            assert f'data-figure="{name}"' in html
