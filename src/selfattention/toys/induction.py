@@ -173,7 +173,7 @@ class RepeatTask:
 
     @property
     def num_ids(self) -> int:
-        """How many ids a model must embed: the random tokens and BOS."""
+        """How many ids a model must embed, the random tokens and BOS (``vocab_size + 1``)."""
         return self.vocab_size + 1
 
     def sample(self, batch_size: int, seed: int | np.random.Generator = 0) -> RepeatBatch:
