@@ -79,6 +79,9 @@ def _retina_figures() -> None:
         data, metadata = result
         smallest = _smallest_font_pt(figure)
         if smallest is not None:
+            # 9, not 9.0: as JupyterLab writes the number when it saves, so that
+            # saving an untouched notebook changes nothing.
+            smallest = int(smallest) if smallest == int(smallest) else smallest
             metadata = {**metadata, "selfattention": {"min_font_pt": smallest}}
         return data, metadata
 
