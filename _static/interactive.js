@@ -324,7 +324,7 @@
     });
     const queryHead = ctx.id("queries");
     const keyHead = ctx.id("keys");
-    root.append(h("div", { class: "sa-heads", style: `--sa-rows: ${T}` },
+    root.append(h("div", { class: T > 12 ? "sa-heads sa-long" : "sa-heads", style: `--sa-rows: ${T}` },
       h("p", { class: "sa-col-head", id: queryHead, text: "query" }),
       h("span", { class: "sa-col-head" }),
       h("p", { class: "sa-col-head", id: keyHead, text: "keys: weight" }),
@@ -452,6 +452,180 @@
 
     [...kind.inputs, ...align.inputs].forEach((input) => input.addEventListener("change", update));
     [tq, win, length].forEach((s) => s.input.addEventListener("input", update));
+    update();
+  };
+
+  // --- classifier: chapter 11's trained model, run in the browser ------------------
+  //
+  // data: selfattention.book.interactive.classifier_data (vocabulary, classes,
+  // d_model, num_heads, positional, max_len, weights, checks), plus start (the
+  // line shown first), title, help.
+
+  /** nn.Linear: x (T, in) -> x W^T + b, with W stored (out, in). */
+  function linear(x, weight, bias) {
+    return x.map((row) => weight.map((w, o) => {
+      let sum = bias[o];
+      for (let l = 0; l < row.length; l++) sum += row[l] * w[l];
+      return sum;
+    }));
+  }
+
+  /** The words of `text` as the package's Vocabulary.tokenize finds them. */
+  function tokenize(text) {
+    return text.toLowerCase().match(/[a-z]+/g) || [];
+  }
+
+  /** AttentionClassifier.forward on one line (no padding), from exported weights.
+   * Returns the class probabilities and the pooled attention a_j (the mean over
+   * heads and queries of A_ij), or {error} for a line the model cannot read. */
+  function classify(model, words) {
+    if (!words.length) return { error: "Type at least one word." };
+    const ids = [];
+    for (const word of words) {
+      const id = model.vocabulary.indexOf(word);
+      if (id < 1) return { error: `“${word}” is not a word the model knows (see the list below).` };
+      ids.push(id);
+    }
+    if (ids.length > model.max_len) {
+      return { error: `The model reads at most ${model.max_len} words; this line has ${ids.length}.` };
+    }
+    const w = model.weights;
+    const T = ids.length;
+    const d = model.d_model;
+    const h = model.num_heads;
+    const dk = d / h;
+    // X = E[ids] + PE[:T]   (T, d_model)
+    const X = ids.map((id, t) => w.embedding[id].map((e, l) => (model.positional ? e + w.positions[t][l] : e)));
+    const Q = linear(X, w.q_weight, w.q_bias); // (T, d_model): head r holds features r dk .. (r+1) dk - 1
+    const K = linear(X, w.k_weight, w.k_bias);
+    const V = linear(X, w.v_weight, w.v_bias);
+    const context = X.map(() => new Array(d).fill(0)); // (T, h d_k), the heads side by side
+    const pooled = new Array(T).fill(0); // a_j
+    for (let r = 0; r < h; r++) {
+      const lo = r * dk;
+      for (let i = 0; i < T; i++) {
+        const scores = [];
+        for (let j = 0; j < T; j++) {
+          let s = 0;
+          for (let l = lo; l < lo + dk; l++) s += Q[i][l] * K[j][l];
+          scores.push(s / Math.sqrt(dk));
+        }
+        const a = softmax(scores); // a line has no padding: nothing to mask
+        for (let j = 0; j < T; j++) {
+          pooled[j] += a[j] / (h * T);
+          for (let l = lo; l < lo + dk; l++) context[i][l] += a[j] * V[j][l];
+        }
+      }
+    }
+    const Y = linear(context, w.o_weight, w.o_bias); // (T, d_model)
+    const mean = new Array(d).fill(0); // masked mean pooling over the real tokens
+    Y.forEach((row) => row.forEach((y, l) => { mean[l] += y / T; }));
+    const logits = linear([mean], w.classifier_weight, w.classifier_bias)[0];
+    return { ids, probabilities: softmax(logits), attention: pooled };
+  }
+
+  SA.classify = classify;
+  SA.tokenize = tokenize;
+
+  SA.renderers.classifier = function (root, data, ctx) {
+    const textId = ctx.id("line");
+    const pickId = ctx.id("pick");
+    const errorId = ctx.id("error");
+    const input = h("input", {
+      type: "text", id: textId, class: "sa-text", value: data.start, autocomplete: "off",
+      spellcheck: "false", autocapitalize: "none",
+    });
+    const pick = h("select", { id: pickId, class: "sa-select" },
+      h("option", { value: "", text: "(your own line)" }),
+      data.checks.map((check, index) => h("option", {
+        value: String(index),
+        text: check.words.join(" ") + (check.label === null ? "" : ` (${data.classes[check.label]})`),
+      })));
+    root.append(
+      h("div", { class: "sa-control" }, h("label", { for: textId, text: "Type a line" }), input),
+      h("div", { class: "sa-control" }, h("label", { for: pickId, text: "or pick one" }), pick));
+    const error = h("p", { class: "sa-error", id: errorId, hidden: true });
+    root.append(error);
+
+    const probabilityRows = data.classes.map((name) => {
+      const number = h("td", { class: "sa-num" });
+      const bar = h("span", { class: "sa-bar" });
+      const row = h("tr", {}, h("th", { scope: "row", class: "sa-label", text: name }), number,
+        h("td", { class: "sa-bar-cell", "aria-hidden": "true" }, h("span", { class: "sa-track" }, bar)));
+      return { row, number, bar };
+    });
+    const probabilities = h("table", { class: "sa-table sa-bars sa-probabilities" },
+      h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "series" }),
+        h("th", { scope: "col", class: "sa-num", text: "probability" }),
+        h("th", { scope: "col", class: "sa-bar-cell", text: "bar" }))),
+      h("tbody", {}, probabilityRows.map((r) => r.row)));
+    root.append(titled(ctx, "What the model predicts", probabilities).wrap);
+    const attentionBody = h("tbody", {});
+    const attention = h("table", { class: "sa-table sa-bars sa-attention" },
+      h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "word" }),
+        h("th", { scope: "col", class: "sa-num", text: "a_j" }),
+        h("th", { scope: "col", class: "sa-bar-cell", text: "bar" }))),
+      attentionBody);
+    root.append(titled(ctx, "Where it looks: each word's share a_j of the pooled vector", attention).wrap);
+    const words = [...data.vocabulary.slice(1)].sort().join(", ");
+    root.append(h("details", { class: "sa-words" },
+      h("summary", { text: `The ${data.vocabulary.length - 1} words the model knows` }),
+      h("p", { text: words })));
+    const status = ctx.status();
+
+    function update() {
+      const line = tokenize(input.value);
+      const result = classify(data, line);
+      const failed = Boolean(result.error);
+      input.setAttribute("aria-invalid", String(failed));
+      if (failed) input.setAttribute("aria-describedby", errorId);
+      else input.removeAttribute("aria-describedby");
+      error.hidden = !failed;
+      error.textContent = failed ? result.error : "";
+      probabilities.classList.toggle("sa-stale", failed);
+      if (failed) {
+        status.textContent = result.error;
+        attentionBody.replaceChildren();
+        probabilityRows.forEach((r) => {
+          r.number.textContent = "–";
+          delete r.number.dataset.value;
+          r.bar.style.width = "0%";
+        });
+        root.dataset.state = JSON.stringify({ words: line, error: result.error });
+        return;
+      }
+      probabilityRows.forEach((r, c) => {
+        r.number.dataset.value = String(result.probabilities[c]);
+        r.number.textContent = fixed(result.probabilities[c], 3);
+        r.bar.style.width = `${100 * result.probabilities[c]}%`;
+      });
+      attentionBody.replaceChildren(...line.map((word, j) => {
+        const number = h("td", { class: "sa-num", "data-value": String(result.attention[j]),
+          text: fixed(result.attention[j], 3) });
+        const bar = h("span", { class: "sa-bar" });
+        bar.style.width = `${100 * result.attention[j] / Math.max(...result.attention)}%`;
+        return h("tr", {}, h("th", { scope: "row", class: "sa-label", text: word }), number,
+          h("td", { class: "sa-bar-cell", "aria-hidden": "true" }, h("span", { class: "sa-track" }, bar)));
+      }));
+      const best = argmax(result.probabilities);
+      const top = argmax(result.attention);
+      status.textContent = `Predicted: ${data.classes[best]}, probability ` +
+        `${fixed(result.probabilities[best], 3)}. The most attention, ${fixed(result.attention[top], 3)}, ` +
+        `goes to “${line[top]}”.`;
+      root.dataset.state = JSON.stringify({ words: line, predicted: best });
+    }
+
+    input.addEventListener("input", () => {
+      const index = data.checks.findIndex((c) => c.words.join(" ") === tokenize(input.value).join(" "));
+      pick.value = index < 0 ? "" : String(index);
+      update();
+    });
+    pick.addEventListener("change", () => {
+      if (pick.value !== "") input.value = data.checks[Number(pick.value)].words.join(" ");
+      update();
+    });
+    const first = data.checks.findIndex((c) => c.words.join(" ") === tokenize(data.start).join(" "));
+    pick.value = first < 0 ? "" : String(first);
     update();
   };
 

@@ -62,6 +62,7 @@ READ = """(root) => ({
   mask: root.querySelector("table.sa-mask") ?
     JSON.parse(root.querySelector("table.sa-mask").dataset.mask) : null,
   cells: [...root.querySelectorAll("table.sa-mask td")].map((td) => td.textContent),
+  invalid: !!root.querySelector("[aria-invalid=true]"),
 })"""
 
 DRIVE = (
@@ -98,12 +99,23 @@ DRIVE = (
       if (s.t_q && s.kind !== "cross") setRange(ranges[0], s.t_q - 1);
       if (s.window) setRange(ranges[1], s.window - 1);
       if (s.length) setRange(ranges[2], s.length - 1);
+    } else if (host.dataset.kind === "classifier") {
+      const select = root.querySelector("select");
+      select.value = String(s.index);
+      select.dispatchEvent(new Event("change", {bubbles: true}));
     }
     out.push(READ(root));
   }
   return out;
 }"""
 )
+
+PRINT = """() => [...document.querySelectorAll(".sa-interactive")].map((host) => {
+  const figure = document.getElementById(host.dataset.figure);
+  const img = figure && figure.querySelector("img");
+  return {figure: host.dataset.figure, widget: host.checkVisibility(),
+          image: !!img && img.checkVisibility()};
+})"""
 
 AXE_RUN = """async (options) => {
   const results = await axe.run({include: [[".sa-widget"]]}, options);
@@ -141,6 +153,8 @@ def settings_of(host: dict) -> list[dict]:
             for r in range(len(data["heads"]))
             for i in range(len(data["tokens"]))
         ]
+    if host["kind"] == "classifier":
+        return [{"index": index} for index in range(len(data["checks"]))]
     return data["checks"]
 
 
@@ -214,6 +228,16 @@ def keyboard_and_mouse(tab, index: int, host: dict, pressed: list) -> list[tuple
         steps.append(("click cross", read()))
         root.locator("label.sa-option", has_text="sliding window").click()
         steps.append(("click window", read()))
+    elif host["kind"] == "classifier":
+        root.locator("input[type=text]").focus()
+        page.keyboard.press("Control+A")
+        page.keyboard.type("a jedi always pays his debts")
+        steps.append(("type", read()))
+        page.keyboard.type(" hello")
+        steps.append(("unknown word", read()))
+        page.keyboard.press("Tab")  # to the list of lines
+        page.keyboard.press("ArrowDown")
+        steps.append(("pick ArrowDown", read()))
     return steps
 
 
@@ -240,6 +264,9 @@ def visit(tab, page: str) -> dict:
         if host["mounted"]:
             facts["steps"].append(keyboard_and_mouse(tab, index, host, facts["pressed"]))
             facts["driven"].append(tab.page.evaluate(DRIVE, [index, settings_of(host)]))
+    tab.page.emulate_media(media="print")
+    facts["print"] = tab.page.evaluate(PRINT)
+    tab.page.emulate_media(media="screen")
     tab.page.evaluate("document.documentElement.dataset.theme = 'dark'")
     facts["axe_dark"] = axe(tab.page)
     facts["dark_text"] = tab.page.evaluate(
@@ -271,6 +298,7 @@ def phone_visit(phone, page: str) -> dict:
             "softmax": "input[type=range]",
             "heads": "button.sa-token >> nth=-1",
             "masks": "label.sa-option >> nth=1",
+            "classifier": "input[type=text]",
         }[host["kind"]]
         control = root.locator(target).first
         control.scroll_into_view_if_needed()
@@ -279,6 +307,8 @@ def phone_visit(phone, page: str) -> dict:
             phone.page.touchscreen.tap(box["x"] + 0.9 * box["width"], box["y"] + box["height"] / 2)
         else:
             control.tap()
+        if host["kind"] == "classifier":
+            phone.page.keyboard.type(" jedi")
         facts["taps"].append((host["kind"], before, root.evaluate(READ)))
     facts["overflow"].append(phone.page.evaluate(OVERFLOW))
     facts["console_errors"] = list(phone.console_errors)
@@ -387,6 +417,15 @@ def test_the_browser_shows_the_notebooks_numbers(page, tab):
                 assert seen["state"] == setting
                 assert [n["value"] for n in seen["numbers"]] == row, f"{page}: {setting}"
                 assert [n["text"] for n in seen["numbers"]] == [f"{w:.2f}" for w in row]
+        elif host["kind"] == "classifier":
+            assert len(data["checks"]) >= 20, f"{page}: only {len(data['checks'])} lines checked"
+            for check, seen in zip(data["checks"], driven, strict=True):
+                where = f"{page}: {' '.join(check['words'])!r}"
+                want = check["probabilities"] + check["attention"]
+                assert len(seen["numbers"]) == len(want), where
+                for got, value in zip(seen["numbers"], want, strict=True):
+                    assert abs(got["value"] - value) <= TOLERANCE, f"{where}: {got} != {value}"
+                    assert got["text"] == f"{value:.3f}", f"{where}: shows {got['text']}"
         elif host["kind"] == "masks":
             for check, seen in zip(data["checks"], driven, strict=True):
                 where = f"{page}: {check}"
@@ -459,6 +498,13 @@ def test_on_a_phone_it_fits_and_answers_a_tap(page, phone):
 
 
 @pytest.mark.parametrize("page", PAGES)
+def test_in_print_only_the_static_figure_shows(page, tab):
+    """make pdf prints the pages with Chromium: the static figure, not the controls."""
+    for figure in visit(tab, page)["print"]:
+        assert not figure["widget"] and figure["image"], f"{page} in print: {figure}"
+
+
+@pytest.mark.parametrize("page", PAGES)
 def test_without_javascript_the_static_figure_shows(page, browser, server):
     for figure in no_script_visit(browser, server, page):
         assert not figure["shown"] and not figure["drawn"], f"{page}: {figure}"
@@ -483,3 +529,23 @@ def test_the_stored_data_is_what_the_notebooks_wrote():
         assert len(stored) == len(figures), f"{notebook.name}: {len(stored)} stored figures"
         for html, name in zip(stored, figures, strict=True):
             assert f'data-figure="{name}"' in html
+
+
+CLASSIFIER = "chapters/11_training_attention.html"
+
+
+def test_the_classifier_reads_what_the_reader_types(tab):
+    """Typed text goes through the same tokenizer and model; an unknown word is named."""
+    if CLASSIFIER not in FIGURES:
+        pytest.skip("chapter 11 has no interactive figure yet")
+    facts = visit(tab, CLASSIFIER)
+    host = next(h for h in facts["hosts"] if h["kind"] == "classifier")
+    steps = dict(facts["steps"][facts["hosts"].index(host)])
+    typed = steps["type"]
+    check = next(c for c in host["data"]["checks"] if c["words"] == typed["state"]["words"])
+    values = [n["value"] for n in typed["numbers"]]
+    want = check["probabilities"] + check["attention"]
+    assert max(abs(a - b) for a, b in zip(values, want, strict=True)) <= TOLERANCE
+    unknown = steps["unknown word"]
+    assert "hello" in unknown["state"]["error"] and unknown["invalid"], unknown
+    assert not unknown["numbers"], "numbers still shown for a line the model cannot read"

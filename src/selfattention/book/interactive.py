@@ -19,6 +19,7 @@ broken at commas to stay within the 79 characters of the site's code column.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from .._checks import check_int, describe
 
@@ -287,3 +289,153 @@ def interactive_figure(
     plain = to_plain(data, digits, "data")
     _check_strings(plain, "data")
     return InteractiveFigure(kind=kind, figure=figure, data=plain)
+
+
+def classifier_data(
+    model: Any,
+    lines: Sequence[Any],
+    vocabulary: Any = None,
+    classes: Sequence[str] | None = None,
+    digits: int = 6,
+) -> dict:
+    """A trained ``AttentionClassifier`` for the browser: rounded weights, and its answers.
+
+    The site's ``classifier`` figure runs the model's forward pass in the
+    browser from these weights: embedding, positions, one multi-head attention
+    layer, masked mean pooling, the linear layer and a softmax. So that the
+    browser's numbers can be compared with PyTorch's, every weight (and the
+    positional table) is rounded to ``digits`` decimals, and a float64 copy of
+    the model holding exactly those rounded weights classifies each of
+    ``lines``. Its probabilities and pooled attention ``a_j`` (the mean over
+    the heads and queries of ``A_ij``, see
+    :func:`selfattention.toys.models.pooled_attention`) are the ``checks``
+    the browser must reproduce.
+
+    Parameters
+    ----------
+    model : AttentionClassifier
+        The trained model (any dtype); it is not changed.
+    lines : sequence of Line, or of word sequences
+        The lines to classify for the checks; a ``Line`` also gives its label.
+    vocabulary : Vocabulary, optional
+        Words to ids; ``SERIES_VOCABULARY`` by default.
+    classes : sequence of str, optional
+        The class names, in label order; ``SERIES`` by default.
+    digits : int, default 6
+        Decimals kept of every weight.
+
+    Returns
+    -------
+    dict
+        ``vocabulary`` (the tokens in id order, padding first), ``classes``,
+        ``d_model``, ``num_heads``, ``positional``, ``max_len``, ``weights``
+        (``embedding``, ``positions``, ``q_weight`` ... ``o_bias`` as
+        ``nn.Linear`` stores them, ``(out, in)``, and ``classifier_weight``,
+        ``classifier_bias``), and ``checks``: one dict per line with its
+        ``words``, ``label`` (None for a plain word list), ``probabilities``
+        and ``attention``.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not an ``AttentionClassifier``.
+    ValueError
+        If its attention layer uses rotary positions, a window or shared
+        key/value heads (the browser's forward pass has none of them), the
+        class names do not match its outputs, or a line is longer than
+        ``max_len`` or has a word outside the vocabulary.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from selfattention import AttentionClassifier
+    >>> from selfattention.book.interactive import classifier_data
+    >>> _ = torch.manual_seed(0)
+    >>> model = AttentionClassifier(vocab_size=67, num_classes=3, d_model=8)
+    >>> data = classifier_data(model, [["a", "lannister"], ["jedi", "the", "night"]])
+    >>> data["d_model"], len(data["vocabulary"]), data["classes"][1]
+    (8, 67, 'Star Wars')
+    >>> check = data["checks"][1]
+    >>> check["words"], len(check["probabilities"]), len(check["attention"])
+    (['jedi', 'the', 'night'], 3, 3)
+    >>> round(sum(check["probabilities"]), 12), round(sum(check["attention"]), 12)
+    (1.0, 1.0)
+    >>> data["weights"]["q_weight"][0][:2]  # rounded to 6 decimals
+    [0.348386, -0.22369]
+    """
+    from ..toys.data import SERIES, SERIES_VOCABULARY, Line, Vocabulary, make_batch
+    from ..toys.models import AttentionClassifier, pooled_attention
+
+    if not isinstance(model, AttentionClassifier):
+        raise TypeError(f"model must be an AttentionClassifier, got {describe(model)}")
+    vocabulary = SERIES_VOCABULARY if vocabulary is None else vocabulary
+    if not isinstance(vocabulary, Vocabulary):
+        raise TypeError(f"vocabulary must be a Vocabulary, got {describe(vocabulary)}")
+    classes = list(SERIES if classes is None else classes)
+    if len(classes) != model.num_classes or not all(isinstance(c, str) for c in classes):
+        raise ValueError(
+            f"classes must be {model.num_classes} names, one per output, got {classes!r}"
+        )
+    attention = model.attention
+    if getattr(attention, "rope", False) or getattr(attention, "window", None) is not None:
+        raise ValueError("the browser's forward pass has no rotary positions and no window")
+    if attention.num_kv_heads != attention.num_heads:
+        raise ValueError(
+            f"the browser's forward pass needs num_kv_heads = num_heads, got "
+            f"{attention.num_kv_heads} and {attention.num_heads}"
+        )
+    digits = check_int(digits, "digits")
+    if not 0 <= digits <= 17:
+        raise ValueError(f"digits must lie in 0 to 17, got {digits}")
+
+    # The copy that holds exactly the exported numbers: Python's round, as to_plain writes.
+    rounded = copy.deepcopy(model).to(torch.float64).eval()
+    layer = rounded.attention
+    named = {
+        "embedding": rounded.embedding.weight,
+        "positions": rounded.positions,
+        "q_weight": layer.q_proj.weight,
+        "q_bias": layer.q_proj.bias,
+        "k_weight": layer.k_proj.weight,
+        "k_bias": layer.k_proj.bias,
+        "v_weight": layer.v_proj.weight,
+        "v_bias": layer.v_proj.bias,
+        "o_weight": layer.out_proj.weight,
+        "o_bias": layer.out_proj.bias,
+        "classifier_weight": rounded.classifier.weight,
+        "classifier_bias": rounded.classifier.bias,
+    }
+    weights = {}
+    with torch.no_grad():
+        for name, tensor in named.items():
+            weights[name] = to_plain(tensor, digits, name)
+            tensor.copy_(torch.tensor(weights[name], dtype=torch.float64))
+
+    checks = []
+    for number, line in enumerate(lines):
+        words = list(line.words if isinstance(line, Line) else line)
+        if len(words) > rounded.max_len:
+            raise ValueError(
+                f"lines[{number}] has {len(words)} words, more than max_len={rounded.max_len}"
+            )
+        batch = make_batch([words], vocabulary)  # one line: no padding
+        with torch.no_grad():
+            logits, attention_weights = rounded(batch.ids, batch.mask)
+        checks.append(
+            {
+                "words": words,
+                "label": line.label if isinstance(line, Line) else None,
+                "probabilities": logits.softmax(dim=-1)[0].tolist(),  # (num_classes,)
+                "attention": pooled_attention(attention_weights, batch.mask)[0].tolist(),  # (T,)
+            }
+        )
+    return {
+        "vocabulary": list(vocabulary.tokens),
+        "classes": classes,
+        "d_model": int(rounded.embedding.weight.shape[1]),
+        "num_heads": int(attention.num_heads),
+        "positional": bool(rounded.positional),
+        "max_len": int(rounded.max_len),
+        "weights": weights,
+        "checks": checks,
+    }
