@@ -274,3 +274,25 @@ def test_window_mask_checker_names_the_case_and_the_mistake(capsys, wrong, case,
     out = capsys.readouterr().out
     assert f"✗ check_window_mask: {case} (" in out
     assert "hint: " in out and hint in out
+
+
+@pytest.mark.parametrize("dtype", [int, np.float64, np.uint8])
+def test_window_mask_checker_refuses_numbers_for_booleans(capsys, dtype):
+    # The right values as 0/1 numbers are no mask: SDPA would add them to the scores.
+    def numbers(t_q, t_k, w):
+        return causal_mask(t_q, t_k, "bottom-right", window=w).astype(dtype)
+
+    assert check_window_mask(numbers) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗ check_window_mask: case 1 (")
+    assert "not booleans" in out and "hint: return booleans" in out
+    assert all(len(line) <= 79 for line in out.splitlines())
+
+
+def test_window_mask_checker_reports_wrong_numbers_as_wrong_values(capsys):
+    def wrong_numbers(t_q, t_k, w):
+        return causal_mask(t_q, t_k, "bottom-right", window=w + 1).astype(int)
+
+    assert check_window_mask(wrong_numbers) is False
+    out = capsys.readouterr().out
+    assert "values differ" in out and "window + 1 keys" in out

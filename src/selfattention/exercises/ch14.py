@@ -56,6 +56,30 @@ def _hint(fn: Callable[..., Any]) -> str | None:
     return None
 
 
+def _boolean(fn: Callable[..., Any]) -> bool:
+    """False, with a report, if ``fn`` answers case 1 right but with numbers, not booleans.
+
+    A 0/1 number mask is no mask: given to
+    ``F.scaled_dot_product_attention`` it is added to the scores. An answer
+    that raises or has other values is left to ``run_checks`` to report.
+    """
+    case = _cases()[0]
+    try:
+        got = np.asarray(_to_numpy(fn(*case.args)))
+    except Exception:  # noqa: BLE001 - run_checks reports it
+        return True
+    expected = reference_window_mask(*case.args)
+    if got.dtype == np.bool_ or got.shape != expected.shape:
+        return True
+    if not np.array_equal(got.astype(bool), expected):
+        return True  # wrong values: run_checks reports them first
+    print(f"✗ check_window_mask: case 1 ({case.description})")
+    print(f"  the mask holds {got.dtype} numbers, not booleans")
+    print("  hint: return booleans, True = may attend; 0/1 numbers given to")
+    print("  F.scaled_dot_product_attention are added to the scores")
+    return False
+
+
 def _cases() -> list[Case]:
     return [
         Case("a square 6 x 6 mask, window 3", (6, 6, 3)),
@@ -75,8 +99,23 @@ def check_window_mask(fn: Callable[..., Any]) -> bool:
     query ``i`` sees key ``j`` exactly when ``0 <= i + t_k - t_q - j <
     window``. On failure the first failing case is printed, followed by a
     hint when the answer matches a common mistake (one key too many, top-left
-    alignment, a band that reaches into the future, no window at all).
+    alignment, a band that reaches into the future, no window at all, 0/1
+    numbers instead of booleans).
+
+    Examples
+    --------
+    An integer 0/1 mask has the right values but is refused: given to
+    ``F.scaled_dot_product_attention`` it would be added to the scores.
+
+    >>> check_window_mask(lambda t_q, t_k, w: reference_window_mask(t_q, t_k, w).astype(int))
+    ✗ check_window_mask: case 1 (a square 6 x 6 mask, window 3)
+      the mask holds int64 numbers, not booleans
+      hint: return booleans, True = may attend; 0/1 numbers given to
+      F.scaled_dot_product_attention are added to the scores
+    False
     """
+    if callable(fn) and not _boolean(fn):
+        return False
     passed = run_checks("check_window_mask", fn, reference_window_mask, _cases())
     if not passed:
         hint = _hint(fn)
