@@ -226,7 +226,38 @@ def test_previous_token_score_equals_a_plain_loop_and_its_uniform_value():
         (
             lambda: prefix_matching_score(torch.zeros(1, 1, 3, 3), torch.tensor([[9, 0, 1]])),
             ValueError,
-            "no chosen query",
+            "no query of ids has an earlier occurrence",
+        ),
+        (
+            lambda: prefix_matching_score(
+                torch.zeros(1, 1, 3, 3),
+                torch.tensor([[9, 0, 0]]),
+                torch.tensor([[False, True, False]]),
+            ),
+            ValueError,
+            "no query chosen by queries has an earlier occurrence",
+        ),
+        (
+            lambda: previous_token_score(torch.full((1, 1, 3, 3), float("nan"))),
+            ValueError,
+            r"weights contains NaN \(shape \(1, 1, 3, 3\)\)",
+        ),
+        (
+            lambda: prefix_matching_score(
+                torch.zeros(1, 1, 3, 3), torch.tensor([[9, 0, 0]], device="meta")
+            ),
+            ValueError,
+            "ids is on the meta device",
+        ),
+        (
+            lambda: previous_token_score(torch.zeros(1, 1, 3, 3, device="meta")),
+            ValueError,
+            "weights is on the meta device",
+        ),
+        (
+            lambda: prefix_matching_keys([[9, 0, 0]]),
+            TypeError,
+            "ids must be an int64 torch.Tensor",
         ),
         (lambda: prefix_matching_keys(torch.zeros(3, dtype=torch.int64)), ValueError, r"\(B, T\)"),
     ],
@@ -234,6 +265,17 @@ def test_previous_token_score_equals_a_plain_loop_and_its_uniform_value():
 def test_metrics_name_their_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_copy_losses_refuse_non_finite_logits():
+    ids = torch.tensor([[3, 0, 1, 0, 1]])  # (B, T) = (1, 5)
+    copyable = torch.tensor([[False, False, False, False, True]])
+    logits = torch.zeros(1, 5, 4)  # (B, T, num_ids)
+    logits[0, 2, 1] = float("inf")
+    with pytest.raises(ValueError, match=r"logits contains inf \(shape \(1, 5, 4\)\)"):
+        copy_losses(logits, ids, copyable)
+    with pytest.raises(ValueError, match="copyable is on the meta device"):
+        copy_losses(torch.zeros(1, 5, 4), ids, copyable.to("meta"))
 
 
 def test_copy_losses_split_the_cross_entropy():
@@ -414,6 +456,92 @@ def test_the_model_refuses_bad_settings():
         TinyDecoder(10, num_layers=0)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {"d_model": 10, "num_heads": 4},
+            ValueError,
+            "d_model=10 is not divisible by num_heads=4",
+        ),
+        ({"d_mlp": 0, "attention_only": False}, ValueError, "d_mlp must be positive, got 0"),
+        ({"d_mlp": -1}, ValueError, "d_mlp must be positive, got -1"),  # unused, still checked
+        ({"d_mlp": "64"}, TypeError, "d_mlp must be an int, got str '64'"),
+    ],
+)
+def test_a_bad_model_is_refused_before_anything_is_built(kwargs, error, match):
+    state = torch.get_rng_state()
+    with pytest.raises(error, match=match):
+        TinyDecoder(10, **kwargs)
+    assert torch.equal(torch.get_rng_state(), state), "no layer was initialised"
+
+
+def test_a_block_checks_its_mlp_width_even_without_an_mlp():
+    with pytest.raises(ValueError, match="d_mlp must be positive, got -1"):
+        DecoderBlock(8, 2, d_mlp=-1)
+    with pytest.raises(TypeError, match="attention_only must be a bool, got int 0"):
+        DecoderBlock(8, 2, attention_only=0)
+
+
+def test_a_cache_that_does_not_fit_layer_1_leaves_layer_0s_cache_alone():
+    # Before issue 18's rule reached the decoder, layer 0 appended its keys and
+    # then layer 1 raised: the cache of layer 0 grew from 2 to 3 positions.
+    model = TinyDecoder(10, d_model=8, num_layers=2, num_heads=2).eval()
+    caches = [KVCache(), KVCache()]
+    with torch.no_grad():
+        model(torch.tensor([[9, 1]]), caches=caches)
+    other = torch.float32 if caches[1].key.dtype == torch.float64 else torch.float64
+    caches[1].key = caches[1].key.to(other)  # layer 1's cache now holds another dtype
+    caches[1].value = caches[1].value.to(other)
+    before = [(c.key, c.value, c.position) for c in caches]
+    with pytest.raises(TypeError, match=r"caches\[1\] does not fit layer 1: .*dtype"):
+        model(torch.tensor([[2]]), caches=caches)
+    assert [(c.key, c.value, c.position) for c in caches] == before
+    assert [len(c) for c in caches] == [2, 2]
+
+
+def test_a_layer_that_fails_midway_puts_every_cache_back():
+    # Layer 1 has a NaN weight: its output is not finite and it raises after
+    # layer 0 has already stored its keys. Layer 0's cache is put back.
+    model = TinyDecoder(10, d_model=8, num_layers=2, num_heads=2).eval()
+    caches = [KVCache(), KVCache()]
+    with torch.no_grad():
+        model(torch.tensor([[9, 1]]), caches=caches)
+        model.blocks[1].attention.v_proj.weight[0, 0] = float("nan")
+    before = [(c.key, c.value, c.position) for c in caches]
+    with pytest.raises(ValueError, match=r"v_proj.weight \(shape \(8, 8\)\) holds NaN"):
+        model(torch.tensor([[2]]), caches=caches)
+    assert all(
+        c.key is key and c.value is value and c.position == position
+        for c, (key, value, position) in zip(caches, before, strict=True)
+    )
+    assert [len(c) for c in caches] == [2, 2]
+
+
+@pytest.mark.parametrize(
+    ("caches", "match"),
+    [
+        (KVCache(), "caches must be a list with one KVCache per layer"),
+        ("caches", "caches must be a list with one KVCache per layer"),
+        ([KVCache(), "cache"], r"caches must hold one KVCache per layer \(2\)"),
+    ],
+)
+def test_caches_that_are_not_a_list_of_caches_are_named(caches, match):
+    model = TinyDecoder(10, d_model=8, num_layers=2, num_heads=2)
+    with pytest.raises(TypeError, match=match):
+        model(torch.tensor([[9, 1]]), caches=caches)
+
+
+def test_ids_and_ablate_of_the_wrong_kind_are_named():
+    model = TinyDecoder(10, d_model=8, num_layers=2, num_heads=2)
+    with pytest.raises(TypeError, match="ablate must be an iterable of .* got int 5"):
+        model(torch.tensor([[9, 1]]), ablate=5)
+    with pytest.raises(ValueError, match="ids is on the meta device"):
+        model(torch.tensor([[9, 1]], device="meta"))
+    with pytest.raises(TypeError, match=r"ids must be an int64 torch.Tensor, got ndarray"):
+        model(np.array([[9, 1]]))
+
+
 # --- generation -----------------------------------------------------------
 
 
@@ -514,6 +642,54 @@ def test_training_names_bad_arguments():
         train_induction(model, task, batch, steps=0)
     with pytest.raises(TypeError, match="log must be callable"):
         train_induction(model, task, batch, log="print")
+    bigger = RepeatTask(vocab_size=40)
+    with pytest.raises(ValueError, match=r"task does not fit the model: its ids reach 40"):
+        train_induction(model, bigger, batch)
+    with pytest.raises(ValueError, match=r"eval_batch does not fit the model: .*max_len=64"):
+        train_induction(model, task, RepeatTask(length=70).sample(2))
+
+
+def test_training_that_raises_midway_leaves_the_model_as_it_was():
+    task = RepeatTask()
+    torch.manual_seed(0)
+    model = TinyDecoder(task.num_ids, num_layers=2).train()
+    params = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    rng = torch.get_rng_state()
+    seen = []
+
+    def failing_log(line):
+        seen.append(line)
+        torch.rand(1)  # moves torch's random state, which must be put back
+        if len(seen) == 2:  # after log_every = 2 optimizer steps
+            raise RuntimeError("the log failed")
+
+    with pytest.raises(RuntimeError, match="the log failed"):
+        train_induction(model, task, task.sample(4, seed=1), steps=6, log_every=2, log=failing_log)
+    assert len(seen) == 2
+    now = model.state_dict()
+    assert all(torch.equal(now[name], tensor) for name, tensor in params.items())
+    assert all(parameter.grad is None for parameter in model.parameters())
+    assert model.training and torch.equal(torch.get_rng_state(), rng)
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_measure_restores_the_mode_and_checks_its_step():
+    task = RepeatTask()
+    model = TinyDecoder(task.num_ids, max_len=8).train()
+    with pytest.raises(ValueError, match=r"batch does not fit the model: .*max_len=8"):
+        measure(model, task.sample(2))
+    assert model.training
+    with pytest.raises(TypeError, match="step must be an int, got float 1.5"):
+        measure(model, task.sample(2), step=1.5)
+
+    class Broken(nn.Module):
+        def forward(self, ids):
+            raise ValueError("broken model")
+
+    broken = Broken().train()
+    with pytest.raises(ValueError, match="broken model"):
+        measure(broken, task.sample(2))
+    assert broken.training
 
 
 def test_checkpoint_line_is_rounded():

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -295,7 +296,11 @@ def bad_cases():
         ((q[:, :, :, :8], k, v), {}, ValueError, "query and key must share the feature size"),
         ((torch.cat([q, q]), k, v), {}, ValueError, "share the batch size B"),
         ((q[:, :1], k, v), {}, ValueError, "h_kv must divide the query heads h"),
-        ((q, k.double(), v), {}, TypeError, "must share one dtype"),
+        ((q, k.double(), v), {}, TypeError, "key has dtype torch.float64, query torch.float32"),
+        ((q, k, v.to("meta")), {}, ValueError, "value is on the meta device"),
+        ((q, k, v), {"causal": "yes"}, TypeError, "causal must be a bool, got str 'yes'"),
+        ((q, k, v), {"scale": float("nan")}, ValueError, "scale must be finite, got nan"),
+        ((q, k, v), {"scale": True}, TypeError, "scale must be a float or None, got bool"),
         ((q, k, v), {"causal": 1}, TypeError, "causal must be a bool"),
         ((q, k, v), {"scale": "0.5"}, TypeError, "scale must be a float"),
         ((q, k, v), {"block_m": 24}, ValueError, "block_m must be a power of two of at least 16"),
@@ -319,12 +324,30 @@ def test_the_interpreter_takes_float32_only():
         flash_attention(q, k, v)
 
 
-def test_nan_input_is_named_not_returned():
+@pytest.mark.parametrize("name", ["query", "key", "value"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_input_is_named_before_the_kernel_runs(name, bad, monkeypatch):
+    inputs = dict(zip(("query", "key", "value"), good(), strict=True))
+    inputs[name] = inputs[name].clone()
+    inputs[name][0, 1, 3, 2] = bad
+
+    def launched(*args, **kwargs):
+        raise AssertionError("the kernel ran on non-finite input")
+
+    monkeypatch.setattr("selfattention.kernels.flash._forward", launched)
+    word = "NaN" if bad != bad else "inf"
+    with pytest.raises(ValueError, match=rf"{name} contains {word} \(shape \(1, 2, 8, 16\)\)"):
+        flash_attention(**inputs)
+
+
+def test_a_numpy_bool_flag_is_a_bool():
     q, k, v = good()
-    k = k.clone()
-    k[0, 1, 3, 2] = float("nan")
-    with pytest.raises(ValueError, match=r"key must be finite.*shape \(1, 2, 8, 16\)"):
-        flash_attention(q, k, v)
+    torch.testing.assert_close(
+        flash_attention(q, k, v, causal=np.bool_(True), block_m=16, block_n=16),
+        sdpa(q, k, v, True),
+        atol=ATOL,
+        rtol=0,
+    )
 
 
 def test_overflowing_scores_raise_instead_of_nan():

@@ -2,6 +2,7 @@
 
 import doctest
 
+import numpy as np
 import pytest
 import torch
 
@@ -167,11 +168,11 @@ def test_epoch_result_line_is_rounded():
 def test_model_bad_inputs():
     model = small_model()
     batch = make_batch(make_lines(3, seed=1))
-    with pytest.raises(TypeError, match=r"ids must be an int64 torch.Tensor, got torch.float64"):
+    with pytest.raises(TypeError, match=r"ids must be an int64 torch.Tensor, got .*torch.float64"):
         model(batch.ids.double(), batch.mask)
     with pytest.raises(ValueError, match=r"ids must have shape \(B, T\), got \(4,\)"):
         model(torch.zeros(4, dtype=torch.int64), torch.ones(4, dtype=torch.bool))
-    with pytest.raises(TypeError, match=r"mask must be a bool torch.Tensor .* got torch.int64"):
+    with pytest.raises(TypeError, match=r"mask must be a bool torch.Tensor .* got .*torch.int64"):
         model(batch.ids, batch.mask.long())
     with pytest.raises(ValueError, match=r"mask must have the shape of ids"):
         model(batch.ids, batch.mask[:, :2])
@@ -191,7 +192,7 @@ def test_model_bad_inputs():
         AttentionClassifier(VOCAB, CLASSES, freeze_embedding="yes")
     with pytest.raises(ValueError, match=r"values must be \(B, T, d\) and mask \(B, T\)"):
         masked_mean(torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool))
-    with pytest.raises(TypeError, match=r"mask must be boolean"):
+    with pytest.raises(TypeError, match=r"mask must be a bool torch.Tensor \(True = real token\)"):
         masked_mean(torch.zeros(2, 3, 1), torch.ones(2, 3))
     with pytest.raises(ValueError, match=r"weights must have shape \(B, h, T, T\)"):
         pooled_attention(torch.zeros(2, 3, 3), torch.ones(2, 3, dtype=torch.bool))
@@ -212,10 +213,20 @@ def test_training_bad_arguments():
         train_classifier(model, train, epochs=0)
     with pytest.raises(TypeError, match=r"batch_size must be an int"):
         train_classifier(model, train, batch_size=2.5)
-    with pytest.raises(ValueError, match=r"lr must be a positive finite number, got -0.1"):
+    with pytest.raises(ValueError, match=r"lr must be positive and finite, got -0.1"):
         train_classifier(model, train, lr=-0.1)
-    with pytest.raises(ValueError, match=r"lr must be a positive finite number, got nan"):
+    with pytest.raises(ValueError, match=r"lr must be positive and finite, got nan"):
         train_classifier(model, train, lr=float("nan"))
+    with pytest.raises(TypeError, match=r"lr must be a real number, got str '0.01'"):
+        train_classifier(model, train, lr="0.01")
+    with pytest.raises(TypeError, match=r"on_epoch_end must be callable or None, got int 1"):
+        train_classifier(model, train, on_epoch_end=1)
+    with pytest.raises(ValueError, match=r"train does not fit the model: its ids reach \d+"):
+        train_classifier(AttentionClassifier(5, CLASSES, d_model=8).double(), train)
+    with pytest.raises(ValueError, match=r"train does not fit the model: .* max_len=4"):
+        train_classifier(AttentionClassifier(VOCAB, CLASSES, d_model=8, max_len=4), train)
+    with pytest.raises(ValueError, match=r"train has labels up to 2, but model has num_classes=2"):
+        train_classifier(AttentionClassifier(VOCAB, 2, d_model=8), train)
     with pytest.raises(TypeError, match=r"log must be callable or None"):
         train_classifier(model, train, log="print")
     for parameter in model.parameters():
@@ -224,3 +235,95 @@ def test_training_bad_arguments():
         train_classifier(model, train)
     with pytest.raises(TypeError, match=r"batch must be a Batch"):
         evaluate(small_model(), train.ids)
+
+
+def test_bad_pooling_inputs_are_named():
+    mask = torch.ones(2, 3, dtype=torch.bool)  # (B, T)
+    values = torch.zeros(2, 3, 4)  # (B, T, d)
+    values[1, 2, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"values contains NaN \(shape \(2, 3, 4\)\)"):
+        masked_mean(values, mask)
+    with pytest.raises(TypeError, match=r"values must be a torch.Tensor, got list"):
+        masked_mean([[[1.0]]], mask[:1, :1])
+    with pytest.raises(TypeError, match=r"values must be a floating-point tensor"):
+        masked_mean(torch.zeros(2, 3, 4, dtype=torch.complex64), mask)
+    with pytest.raises(ValueError, match=r"mask is on the meta device"):
+        masked_mean(torch.zeros(2, 3, 4), mask.to("meta"))
+    weights = torch.full((2, 1, 3, 3), 1 / 3)  # (B, h, T, T)
+    weights[0, 0, 0, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"weights contains inf"):
+        pooled_attention(weights, mask)
+    with pytest.raises(TypeError, match=r"weights must be a floating-point tensor"):
+        pooled_attention(torch.ones(2, 1, 3, 3, dtype=torch.bool), mask)
+    with pytest.raises(TypeError, match=r"mask must be a bool torch.Tensor"):
+        pooled_attention(torch.full((2, 1, 3, 3), 1 / 3), [[1, 1, 1], [1, 1, 1]])
+
+
+def test_a_bad_constructor_call_builds_nothing():
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    with pytest.raises(ValueError, match=r"d_model=6 is not divisible by num_heads=4"):
+        AttentionClassifier(VOCAB, CLASSES, d_model=6, num_heads=4)
+    with pytest.raises(TypeError, match=r"positional must be a bool, got int 1"):
+        AttentionClassifier(VOCAB, CLASSES, positional=1)
+    assert torch.equal(torch.get_rng_state(), state), "no layer was initialised"
+    model = AttentionClassifier(VOCAB, CLASSES, positional=np.bool_(False))
+    assert model.positional is False
+
+
+def snapshot(model):
+    return (
+        {name: tensor.clone() for name, tensor in model.state_dict().items()},
+        [None if p.grad is None else p.grad.clone() for p in model.parameters()],
+        [module.training for module in model.modules()],
+    )
+
+
+def assert_same(model, saved):
+    params, grads, modes = saved
+    now = model.state_dict()
+    assert all(torch.equal(now[name], tensor) for name, tensor in params.items())
+    for parameter, grad in zip(model.parameters(), grads, strict=True):
+        assert (parameter.grad is None and grad is None) or torch.equal(parameter.grad, grad)
+    assert [module.training for module in model.modules()] == modes
+
+
+def test_training_that_raises_midway_leaves_the_model_as_it_was():
+    # A log that fails after the first epoch: by then Adam has changed every weight.
+    model = small_model().train()
+    model.attention.eval()  # a mixed mode, restored module by module
+    train = make_batch(make_lines(40, seed=1))
+    saved, rng = snapshot(model), torch.get_rng_state()
+    threads = torch.get_num_threads()
+    seen = []
+
+    def failing_log(line):
+        seen.append(line)
+        raise RuntimeError("the log failed")
+
+    def draws(epoch, model):  # moves torch's random state, which must be put back
+        torch.rand(1)
+
+    with pytest.raises(RuntimeError, match="the log failed"):
+        train_classifier(model, train, epochs=3, log=failing_log, on_epoch_end=draws)
+    assert len(seen) == 1, "it failed after a whole epoch of training"
+    assert_same(model, saved)
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert torch.get_num_threads() == threads
+    assert not torch.are_deterministic_algorithms_enabled()
+    # and the same call without the failure trains as before
+    history = train_classifier(model, train, epochs=1, log=None)
+    assert len(history) == 1 and not torch.equal(
+        model.classifier.weight, saved[0]["classifier.weight"]
+    )
+
+
+def test_evaluate_restores_the_mode_when_the_model_raises():
+    class Broken(torch.nn.Module):
+        def forward(self, ids, mask):
+            raise ValueError("broken model")
+
+    model = Broken().train()
+    with pytest.raises(ValueError, match="broken model"):
+        evaluate(model, make_batch(make_lines(3, seed=1)))
+    assert model.training

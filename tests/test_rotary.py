@@ -407,6 +407,26 @@ def test_the_converter_leaves_scores_unchanged(
             "to_layout must be one of",
         ),
         (lambda: rotary_frequencies(7), ValueError, "head_dim must be even"),
+        (
+            lambda: rotary_frequencies(8, dtype=torch.int64),
+            TypeError,
+            "dtype must be a floating-point torch.dtype such as torch.float64, got torch.dtype",
+        ),
+        (lambda: rotary_frequencies(8, dtype="float32"), TypeError, "got str 'float32'"),
+        (lambda: rotary_frequencies(8, dtype=None), TypeError, "dtype must be a floating-point"),
+        (
+            lambda: permute_rotary_rows(
+                torch.full((8, 4), float("nan")), 2, "half", "interleaved"
+            ),
+            ValueError,
+            "weight contains NaN (shape (8, 4))",
+        ),
+        (
+            lambda: rotary_embedding(torch.zeros(3, 4), [0, 1, 2]),
+            TypeError,
+            "positions must be a torch.Tensor of integers, got list",
+        ),
+        (lambda: rotary_embedding(torch.zeros(3, 4), layout=1), TypeError, "got int 1"),
         (lambda: rotary_frequencies(0), ValueError, "head_dim must be positive"),
     ],
 )

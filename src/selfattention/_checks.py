@@ -246,6 +246,24 @@ def check_positive_int(value: Any, name: str, allow_zero: bool = False) -> int:
     return number
 
 
+def check_callable(value: Any, name: str, *, optional: bool = False) -> Any:
+    """Return ``value`` unchanged if it is callable (or None, with ``optional``).
+
+    Examples
+    --------
+    >>> check_callable(print, "log") is print
+    True
+    >>> check_callable("print", "log", optional=True)
+    Traceback (most recent call last):
+        ...
+    TypeError: log must be callable or None, got str 'print'
+    """
+    if (optional and value is None) or callable(value):
+        return value
+    what = "callable or None" if optional else "callable"
+    raise TypeError(f"{name} must be {what}, got {describe(value)}")
+
+
 # ---------------------------------------------------------------------------
 # Non-finite values
 # ---------------------------------------------------------------------------
@@ -548,6 +566,95 @@ def check_float_tensor(tensor: Any, name: str) -> torch.Tensor:
     return tensor
 
 
+def check_int64_tensor(tensor: Any, name: str) -> torch.Tensor:
+    """Raise unless ``tensor`` is an int64 torch tensor with values (not ``meta``).
+
+    For token ids and other indices. Returns ``tensor`` unchanged; a numpy
+    array gets a ``TypeError`` that says how to convert it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_int64_tensor(torch.tensor([1.0]), "ids")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    TypeError: ids must be an int64 torch.Tensor, got Tensor of shape (1,) and dtype ...
+    """
+    if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.int64:
+        how = ""
+        if isinstance(tensor, np.ndarray):
+            how = f"; convert it with torch.from_numpy({name}).long()"
+        raise TypeError(f"{name} must be an int64 torch.Tensor, got {describe(tensor)}{how}")
+    if tensor.device.type == "meta":
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values ({describe(tensor)})"
+        )
+    return tensor
+
+
+def check_bool_tensor(tensor: Any, name: str, meaning: str) -> torch.Tensor:
+    """Raise unless ``tensor`` is a boolean torch tensor with values (not ``meta``).
+
+    For boolean arguments that are not attention masks (``meaning`` says what
+    True means, e.g. "True = real token"); attention masks go through
+    :func:`as_bool_mask`. Returns ``tensor`` unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_bool_tensor(torch.ones(2), "copyable", "True = copyable")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    TypeError: copyable must be a bool torch.Tensor (True = copyable), got Tensor of shape (2,) ...
+    """
+    if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool torch.Tensor ({meaning}), got {describe(tensor)}")
+    if tensor.device.type == "meta":
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values ({describe(tensor)})"
+        )
+    return tensor
+
+
+def check_float_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
+    """Return ``dtype`` if it is a floating-point ``torch.dtype``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_float_dtype(torch.float32)
+    torch.float32
+    >>> check_float_dtype("float32")
+    Traceback (most recent call last):
+        ...
+    TypeError: dtype must be a floating-point torch.dtype such as torch.float64, got str 'float32'
+    """
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        shown = f"torch.dtype {dtype}" if isinstance(dtype, torch.dtype) else describe(dtype)
+        raise TypeError(
+            f"{name} must be a floating-point torch.dtype such as torch.float64, got {shown}"
+        )
+    return dtype
+
+
+def check_same_device(
+    tensor: torch.Tensor, name: str, device: torch.device | str, owner: str
+) -> None:
+    """Raise ``ValueError`` unless ``tensor`` is on ``device`` (``owner``'s device).
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_same_device(torch.zeros(2), "ids", "cpu", "the model's parameters")
+    """
+    device = torch.device(device)
+    if tensor.device != device:
+        raise ValueError(
+            f"{name} is on device {tensor.device}, {owner} on {device}; move one of them, "
+            f"e.g. {name}.to('{device}')"
+        )
+
+
 def check_same_dtype_device(
     tensor: torch.Tensor, name: str, dtype: torch.dtype, device: torch.device, owner: str
 ) -> None:
@@ -571,12 +678,7 @@ def check_same_dtype_device(
             f"{name} has dtype {tensor.dtype}, {owner} {dtype}; convert one of them, "
             f"e.g. {name}.to({dtype})"
         )
-    device = torch.device(device)
-    if tensor.device != device:
-        raise ValueError(
-            f"{name} is on device {tensor.device}, {owner} on {device}; move one of them, "
-            f"e.g. {name}.to('{device}')"
-        )
+    check_same_device(tensor, name, device, owner)
 
 
 # ---------------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._checks import check_callable
+
 
 def count_multiply_adds(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     """Run ``fn(*args, **kwargs)`` once and return the multiply-adds of its matrix products.
@@ -46,8 +48,7 @@ def count_multiply_adds(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> in
     >>> count_multiply_adds(layer, torch.ones(5, 16))  # 5 rows of 16 x 8
     640
     """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    check_callable(fn, "fn")
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 

@@ -22,8 +22,15 @@ import torch
 import triton
 import triton.language as tl
 
-from .._checks import check_positive_int
-from ..layers.attention_torch import check_float_tensor
+from .._checks import (
+    all_finite,
+    check_finite,
+    check_flag,
+    check_float_tensor,
+    check_positive_int,
+    check_real,
+    check_same_dtype_device,
+)
 
 # exp(x) = 2^(x log2(e)); exp2 is the GPU's native instruction.
 _LOG2E = 1.4426950408889634
@@ -178,16 +185,6 @@ def _flash_forward_kernel(
     )
 
 
-def _check_scale(scale: object) -> float | None:
-    if scale is None:
-        return None
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
-    if not math.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
-    return float(scale)
-
-
 def _check_block(value: object, name: str) -> int:
     block = check_positive_int(value, name)
     if block < 16 or block & (block - 1):
@@ -196,6 +193,22 @@ def _check_block(value: object, name: str) -> int:
             f"tl.dot need it), got {block}"
         )
     return block
+
+
+def _check_inputs_finite(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+    """Raise ``ValueError`` naming the input that holds NaN or inf.
+
+    The package's non-finite policy (``_checks.check_finite``) with one
+    device synchronisation for the three inputs instead of three: their sums
+    go to the host together, and only a sum that is not finite (bad input,
+    or a sum that overflows) pays for the entry-by-entry check.
+    """
+    inputs = {"query": query, "key": key, "value": value}
+    sums = torch.stack([tensor.sum(dtype=torch.float32) for tensor in inputs.values()])  # (3,)
+    if bool(torch.isfinite(sums).all()):
+        return
+    for name, tensor in inputs.items():
+        check_finite(tensor, name)
 
 
 def _forward(
@@ -294,8 +307,9 @@ def flash_attention(
         If a shape does not fit the ones above, the inputs are on different
         devices or not on the kernels' device, an input requires a gradient
         (there is no backward pass), a block size is not a power of two of
-        at least 16, or the output is not finite (NaN or inf in the inputs,
-        or overflowing scores).
+        at least 16, an input holds NaN or inf (checked before the kernel
+        runs), ``scale`` is not finite, or the output is not finite
+        (overflowing scores).
 
     Notes
     -----
@@ -342,46 +356,36 @@ def flash_attention(
     heads, kv_heads = query.shape[1], key.shape[1]
     if kv_heads == 0 or heads % kv_heads:
         raise ValueError(f"the key/value heads h_kv must divide the query heads h, got {shapes}")
-    if not (query.dtype == key.dtype == value.dtype):
-        raise TypeError(
-            f"query, key and value must share one dtype, got {query.dtype}, "
-            f"{key.dtype} and {value.dtype}"
-        )
+    for name, tensor in (("key", key), ("value", value)):
+        check_same_dtype_device(tensor, name, query.dtype, query.device, "query")
     supported = (torch.float32,) if INTERPRETED else (torch.float16, torch.bfloat16, torch.float32)
     if query.dtype not in supported:
         where = "under Triton's interpreter" if INTERPRETED else "on a GPU"
         names = ", ".join(str(dtype) for dtype in supported)
-        raise TypeError(f"flash_attention {where} takes {names}; got {query.dtype}")
-    if not (query.device == key.device == value.device):
-        raise ValueError(
-            f"query, key and value must be on one device, got {query.device}, "
-            f"{key.device} and {value.device}"
+        raise TypeError(
+            f"query, key and value: flash_attention {where} takes {names}; got {query.dtype}"
         )
     if not INTERPRETED and query.device.type != DEVICE:
         raise ValueError(
-            f"the compiled kernel runs on the GPU: inputs must be on {DEVICE!r}, "
-            f"got {query.device}"
+            f"the compiled kernel runs on the GPU: query, key and value must be on "
+            f"{DEVICE!r}, got {query.device}"
         )
     if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
         raise ValueError(
-            "flash_attention has no backward pass, and an input requires a gradient: "
-            "call it under torch.no_grad(), or use F.scaled_dot_product_attention to train"
+            "flash_attention has no backward pass, and an input (query, key or value) "
+            "requires a gradient: call it under torch.no_grad(), or use "
+            "F.scaled_dot_product_attention to train"
         )
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    checked_scale = _check_scale(scale)
+    causal = check_flag(causal, "causal")
+    checked_scale = None if scale is None else check_real(scale, "scale", kind="a float or None")
     block_m = _check_block(block_m, "block_m")
     block_n = _check_block(block_n, "block_n")
+    _check_inputs_finite(query, key, value)
     d_k = query.shape[3]
     scale_value = checked_scale if checked_scale is not None else 1.0 / math.sqrt(max(d_k, 1))
 
     out = _forward(query, key, value, causal, scale_value, block_m, block_n)
-    if not torch.isfinite(out).all():
-        for name, tensor in (("query", query), ("key", key), ("value", value)):
-            if not torch.isfinite(tensor).all():
-                raise ValueError(
-                    f"{name} must be finite, without NaN or inf (shape {tuple(tensor.shape)})"
-                )
+    if not all_finite(out):  # finite inputs: only the scores can have overflowed
         raise ValueError(
             f"the scores Q K^T * scale overflow float32 ({shapes}, scale {scale_value}); "
             "rescale the inputs"

@@ -25,7 +25,15 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_finite, check_float_tensor, check_positive_int, check_rank, check_real
+from .._checks import (
+    check_finite,
+    check_float_dtype,
+    check_float_tensor,
+    check_positive_int,
+    check_rank,
+    check_real,
+    describe,
+)
 
 #: The two pairings of features, see the module docstring.
 LAYOUTS = ("half", "interleaved")
@@ -33,7 +41,7 @@ LAYOUTS = ("half", "interleaved")
 
 def _check_layout(layout: object, name: str = "layout") -> str:
     if not isinstance(layout, str):
-        raise TypeError(f"{name} must be a str, one of {LAYOUTS}, got {type(layout).__name__}")
+        raise TypeError(f"{name} must be a str, one of {LAYOUTS}, got {describe(layout)}")
     if layout not in LAYOUTS:
         raise ValueError(f"{name} must be one of {LAYOUTS}, got {layout!r}")
     return layout
@@ -76,7 +84,8 @@ def rotary_frequencies(
     Raises
     ------
     TypeError
-        If ``head_dim`` is not an int or ``base`` not a real number.
+        If ``head_dim`` is not an int, ``base`` not a real number or
+        ``dtype`` not a floating-point ``torch.dtype``.
     ValueError
         If ``head_dim`` is not positive and even, or ``base`` is not a
         finite number above 0.
@@ -91,6 +100,7 @@ def rotary_frequencies(
     if head_dim % 2:
         raise ValueError(f"head_dim must be even (pairs of features), got {head_dim}")
     base = _check_base(base)
+    dtype = check_float_dtype(dtype, "dtype")
     pair = torch.arange(head_dim // 2, dtype=torch.float64)  # (d_k/2,): l
     return (base ** (-2.0 * pair / head_dim)).to(dtype)
 
@@ -102,13 +112,13 @@ def _positions_for(x: torch.Tensor, positions: object) -> torch.Tensor:
         return torch.arange(length, device=x.device)  # (T,)
     if not isinstance(positions, torch.Tensor):
         raise TypeError(
-            f"positions must be a torch.Tensor of integers, got {type(positions).__name__}; "
+            f"positions must be a torch.Tensor of integers, got {describe(positions)}; "
             "use torch.as_tensor(positions)"
         )
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(
             f"positions must hold integers (or floats, for position interpolation), "
-            f"got dtype {positions.dtype}"
+            f"got {describe(positions)}"
         )
     if positions.device != x.device:
         raise ValueError(
@@ -264,9 +274,9 @@ def permute_rotary_rows(
         If ``weight`` is not a floating-point tensor, ``num_heads`` not an int
         or a layout not a string.
     ValueError
-        If ``weight`` is not 1-D or 2-D, its rows do not split into
-        ``num_heads`` heads of an even width, ``num_heads`` is not positive,
-        or a layout is unknown.
+        If ``weight`` is not 1-D or 2-D or holds NaN or inf, its rows do not
+        split into ``num_heads`` heads of an even width, ``num_heads`` is not
+        positive, or a layout is unknown.
 
     Examples
     --------
@@ -295,6 +305,7 @@ def permute_rotary_rows(
             f"weight has {rows} rows, which do not split into num_heads={num_heads} heads "
             f"of an even width d_k (weight shape {shape})"
         )
+    check_finite(weight, "weight")
     if from_layout == to_layout:
         return weight.clone()
     half = rows // num_heads // 2

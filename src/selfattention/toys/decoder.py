@@ -20,7 +20,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._checks import check_flag, check_positive_int, describe
+from .._checks import (
+    check_flag,
+    check_int64_tensor,
+    check_positive_int,
+    check_same_device,
+    describe,
+)
 from ..layers.kv_cache import KVCache
 from ..layers.multi_head import MultiHeadAttention
 
@@ -39,7 +45,8 @@ def _gate_heads(
         return None
     (concatenated,) = args  # (B, T, h * d_k)
     width = concatenated.shape[-1] // gate.shape[0]  # d_k
-    return (concatenated * gate.to(concatenated.dtype).repeat_interleave(width),)
+    gate = gate.to(dtype=concatenated.dtype, device=concatenated.device)  # (h,)
+    return (concatenated * gate.repeat_interleave(width),)
 
 
 class DecoderBlock(nn.Module):
@@ -63,12 +70,15 @@ class DecoderBlock(nn.Module):
         self, d_model: int, num_heads: int, attention_only: bool = True, d_mlp: int | None = None
     ) -> None:
         super().__init__()
+        attention_only = check_flag(attention_only, "attention_only")
+        if d_mlp is not None:  # checked even where unused: a bad value is a bug either way
+            d_mlp = check_positive_int(d_mlp, "d_mlp")
         self.attention = MultiHeadAttention(d_model, num_heads)
         self.attention.out_proj.head_gate = None
         self.attention.out_proj.register_forward_pre_hook(_gate_heads)
         self.attention_only = attention_only
         if not attention_only:
-            d_mlp = 4 * d_model if d_mlp is None else check_positive_int(d_mlp, "d_mlp")
+            d_mlp = 4 * d_model if d_mlp is None else d_mlp
             self.norm_attention = nn.LayerNorm(d_model)
             self.norm_mlp = nn.LayerNorm(d_model)
             self.mlp = nn.Sequential(
@@ -126,7 +136,9 @@ class TinyDecoder(nn.Module):
     TypeError
         If a size is not an int or a flag not a bool.
     ValueError
-        If a size is not positive or ``num_heads`` does not divide ``d_model``.
+        If a size is not positive or ``num_heads`` does not divide
+        ``d_model``; nothing is built (torch's random state is untouched).
+        ``d_mlp`` is checked even for attention-only blocks.
 
     Examples
     --------
@@ -157,6 +169,7 @@ class TinyDecoder(nn.Module):
         d_mlp: int | None = None,
     ) -> None:
         super().__init__()
+        # Every argument is checked before any layer is built (and draws from torch's RNG).
         self.num_ids = check_positive_int(num_ids, "num_ids")
         d_model = check_positive_int(d_model, "d_model")
         self.num_layers = check_positive_int(num_layers, "num_layers")
@@ -164,6 +177,10 @@ class TinyDecoder(nn.Module):
         self.max_len = check_positive_int(max_len, "max_len")
         self.attention_only = check_flag(attention_only, "attention_only")
         self.positional = check_flag(positional, "positional")
+        if d_mlp is not None:
+            d_mlp = check_positive_int(d_mlp, "d_mlp")
+        if d_model % self.num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={self.num_heads}")
         self.embedding = nn.Embedding(num_ids, d_model)
         self.positions = nn.Embedding(self.max_len, d_model)
         self.blocks = nn.ModuleList(
@@ -176,6 +193,10 @@ class TinyDecoder(nn.Module):
         gates: list[torch.Tensor | None] = [None] * self.num_layers
         if ablate is None:
             return gates
+        if isinstance(ablate, (str, bytes)) or not isinstance(ablate, Iterable):
+            raise TypeError(
+                f"ablate must be an iterable of (layer, head) pairs, got {describe(ablate)}"
+            )
         for pair in ablate:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
                 raise TypeError(f"ablate must hold (layer, head) pairs, got {pair!r}")
@@ -224,17 +245,24 @@ class TinyDecoder(nn.Module):
         Raises
         ------
         TypeError
-            If ``ids`` is not an int64 tensor, ``caches`` does not hold
-            ``KVCache`` objects, or ``ablate`` does not hold pairs of ints.
+            If ``ids`` is not an int64 tensor, ``caches`` is not a list of
+            ``KVCache`` objects, one per layer, or ``ablate`` does not hold
+            pairs of ints.
         ValueError
-            If ``ids`` is not ``(B, T)``, holds an id outside ``[0, num_ids)``,
-            the positions exceed ``max_len``, the caches are not one per layer
-            of equal length, or an ablated head does not exist.
+            If ``ids`` is not ``(B, T)``, is on another device than the
+            model, holds an id outside ``[0, num_ids)``, the positions exceed
+            ``max_len``, the caches differ in length or do not fit their
+            layer (batch size, heads, dtype, device), or an ablated head does
+            not exist.
+
+        Every input is checked before anything changes, and a call that
+        raises leaves every cache as it was (length, contents, position).
         """
-        if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64:
-            raise TypeError(f"ids must be an int64 torch.Tensor, got {describe(ids)}")
+        # 1. Check every input; nothing has changed yet.
+        check_int64_tensor(ids, "ids")
         if ids.dim() != 2 or ids.shape[1] == 0:
             raise ValueError(f"ids must have shape (B, T) with T >= 1, got {tuple(ids.shape)}")
+        check_same_device(ids, "ids", self.embedding.weight.device, "the model's parameters")
         if int(ids.min()) < 0 or int(ids.max()) >= self.num_ids:
             raise ValueError(
                 f"ids must lie in [0, {self.num_ids}), got values from {int(ids.min())} "
@@ -242,40 +270,64 @@ class TinyDecoder(nn.Module):
             )
         start = 0
         if caches is not None:
-            caches = list(caches)
-            if len(caches) != self.num_layers or not all(isinstance(c, KVCache) for c in caches):
-                raise TypeError(
-                    f"caches must hold one KVCache per layer ({self.num_layers}), got "
-                    f"{[type(c).__name__ for c in caches]}"
-                )
-            lengths = {len(cache) for cache in caches}
-            if len(lengths) != 1:
-                raise ValueError(f"the caches hold different lengths {sorted(lengths)}")
-            start = lengths.pop()
+            caches = self._check_caches(caches, ids.shape[0])
+            start = len(caches[0])
         end = start + ids.shape[1]
         if end > self.max_len:
             raise ValueError(
-                f"positions {start} .. {end - 1} exceed the position table (max_len="
+                f"ids at positions {start} .. {end - 1} exceed the position table (max_len="
                 f"{self.max_len})"
             )
         gates = self._head_gates(ablate)
-        x = self.embedding(ids)  # (B, T, d_model)
-        if self.positional:
-            where = torch.arange(start, end, device=ids.device)  # (T,)
-            x = x + self.positions(where)  # (T, d_model) broadcast
-        weights = []
-        for layer, block in enumerate(self.blocks):
-            cache = None if caches is None else caches[layer]
-            x, layer_weights = block(x, cache=cache, head_gate=gates[layer])
-            weights.append(layer_weights)  # (B, h, T, T_k)
-        return self.unembedding(self.final_norm(x)), tuple(weights)
+
+        # 2. Compute. Each layer appends to its cache only once its own output is
+        # finite; if a later layer still raises, every cache is put back.
+        saved = [(c.key, c.value, c.position) for c in caches] if caches is not None else []
+        try:
+            x = self.embedding(ids)  # (B, T, d_model)
+            if self.positional:
+                where = torch.arange(start, end, device=ids.device)  # (T,)
+                x = x + self.positions(where)  # (T, d_model) broadcast
+            weights = []
+            for layer, block in enumerate(self.blocks):
+                cache = None if caches is None else caches[layer]
+                x, layer_weights = block(x, cache=cache, head_gate=gates[layer])
+                weights.append(layer_weights)  # (B, h, T, T_k)
+            return self.unembedding(self.final_norm(x)), tuple(weights)
+        except Exception:
+            for cache, (key, value, position) in zip(caches or [], saved, strict=True):
+                cache.key, cache.value, cache.position = key, value, position
+            raise
+
+    def _check_caches(self, caches: object, batch: int) -> list[KVCache]:
+        """Raise unless ``caches`` holds one ``KVCache`` per layer, all of one length,
+        each fitting its layer and a batch of ``batch``; return them as a list."""
+        if isinstance(caches, (KVCache, str)) or not isinstance(caches, Sequence):
+            raise TypeError(
+                f"caches must be a list with one KVCache per layer ({self.num_layers}), "
+                f"got {describe(caches)}"
+            )
+        caches = list(caches)
+        if len(caches) != self.num_layers or not all(isinstance(c, KVCache) for c in caches):
+            raise TypeError(
+                f"caches must hold one KVCache per layer ({self.num_layers}), got "
+                f"{[type(c).__name__ for c in caches]}"
+            )
+        lengths = [len(cache) for cache in caches]
+        if len(set(lengths)) != 1:
+            raise ValueError(f"caches hold different lengths {lengths}, one per layer")
+        for layer, (cache, block) in enumerate(zip(caches, self.blocks, strict=True)):
+            try:
+                block.attention._check_cache(cache, batch)
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"caches[{layer}] does not fit layer {layer}: {error}") from None
+        return caches
 
 
 def _check_decoder_and_ids(model: object, ids: object) -> None:
     if not isinstance(model, TinyDecoder):
         raise TypeError(f"model must be a TinyDecoder, got {describe(model)}")
-    if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64:
-        raise TypeError(f"ids must be an int64 torch.Tensor, got {describe(ids)}")
+    check_int64_tensor(ids, "ids")
 
 
 def generate(
@@ -308,9 +360,12 @@ def generate(
     Raises
     ------
     TypeError
-        If ``model`` is not a ``TinyDecoder`` or ``ids`` not an int64 tensor.
+        If ``model`` is not a ``TinyDecoder``, ``ids`` not an int64 tensor,
+        ``steps`` not an int or ``cache`` not a bool.
     ValueError
-        If ``steps`` is not positive or the result would exceed ``max_len``.
+        If ``steps`` is not positive, the result would exceed ``max_len``, or
+        ``ids`` does not fit the model (not ``(B, T)``, another device, an id
+        outside ``[0, num_ids)``). The model is left in the mode it was in.
 
     Examples
     --------

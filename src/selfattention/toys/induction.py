@@ -27,7 +27,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._checks import check_positive_int, check_real, describe
+from .._checks import (
+    check_bool_tensor,
+    check_callable,
+    check_finite,
+    check_float_tensor,
+    check_int64_tensor,
+    check_positive_int,
+    check_real,
+    check_same_device,
+    describe,
+)
+from .training import _unchanged_on_error
 
 
 def _as_generator(seed: int | np.random.Generator, name: str = "seed") -> np.random.Generator:
@@ -220,29 +231,33 @@ class RepeatTask:
 
 
 def _check_weights(weights: object) -> torch.Tensor:
-    if not isinstance(weights, torch.Tensor) or not weights.is_floating_point():
-        raise TypeError(f"weights must be a floating-point torch.Tensor, got {describe(weights)}")
+    check_float_tensor(weights, "weights")
     if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(
             f"weights must have shape (B, h, T, T) (self-attention, no cache), "
             f"got {tuple(weights.shape)}"
         )
+    check_finite(weights, "weights")
     return weights
 
 
-def _check_ids(ids: object, shape: tuple[int, ...], name: str = "ids") -> torch.Tensor:
-    if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64:
-        raise TypeError(f"{name} must be an int64 torch.Tensor, got {describe(ids)}")
+def _check_ids(
+    ids: object, shape: tuple[int, ...], device: torch.device, owner: str, name: str = "ids"
+) -> torch.Tensor:
+    check_int64_tensor(ids, name)
     if tuple(ids.shape) != shape:
         raise ValueError(f"{name} must have shape {shape}, got {tuple(ids.shape)}")
+    check_same_device(ids, name, device, owner)
     return ids
 
 
-def _check_bool(mask: object, shape: tuple[int, ...], name: str) -> torch.Tensor:
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"{name} must be a bool torch.Tensor, got {describe(mask)}")
+def _check_bool(
+    mask: object, shape: tuple[int, ...], device: torch.device, name: str, meaning: str
+) -> torch.Tensor:
+    check_bool_tensor(mask, name, meaning)
     if tuple(mask.shape) != shape:
         raise ValueError(f"{name} must have shape {shape}, got {tuple(mask.shape)}")
+    check_same_device(mask, name, device, "ids")
     return mask
 
 
@@ -268,7 +283,8 @@ def previous_token_score(weights: torch.Tensor) -> torch.Tensor:
     TypeError
         If ``weights`` is not a floating-point tensor.
     ValueError
-        If ``weights`` is not ``(B, h, T, T)`` with ``T >= 2``.
+        If ``weights`` is not ``(B, h, T, T)`` with ``T >= 2``, or holds NaN
+        or inf.
 
     Examples
     --------
@@ -305,8 +321,7 @@ def prefix_matching_keys(ids: torch.Tensor) -> torch.Tensor:
     >>> prefix_matching_keys(ids)[0, 4].nonzero().flatten().tolist()
     [2]
     """
-    if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64:
-        raise TypeError(f"ids must be an int64 torch.Tensor, got {describe(ids)}")
+    check_int64_tensor(ids, "ids")
     if ids.dim() != 2:
         raise ValueError(f"ids must have shape (B, T), got {tuple(ids.shape)}")
     before = torch.full_like(ids, -1)  # (B, T): the token before key j
@@ -349,7 +364,8 @@ def prefix_matching_score(
     TypeError
         If an argument has the wrong type or dtype.
     ValueError
-        If the shapes disagree, or no chosen query has an earlier occurrence.
+        If the shapes or devices disagree, ``weights`` holds NaN or inf, or
+        no chosen query has an earlier occurrence.
 
     Examples
     --------
@@ -368,13 +384,18 @@ def prefix_matching_score(
     """
     weights = _check_weights(weights)
     batch, _, length, _ = weights.shape
-    ids = _check_ids(ids, (batch, length))
+    ids = _check_ids(ids, (batch, length), weights.device, "weights")
+    if queries is not None:
+        queries = _check_bool(
+            queries, (batch, length), ids.device, "queries", "True = a query to average over"
+        )
     keys = prefix_matching_keys(ids)  # (B, T_q, T_k)
     chosen = keys.any(dim=-1)  # (B, T_q): queries with an earlier occurrence
     if queries is not None:
-        chosen = chosen & _check_bool(queries, (batch, length), "queries")
+        chosen = chosen & queries
     if not chosen.any():
-        raise ValueError("no chosen query has an earlier occurrence of its token")
+        among = "no query of ids" if queries is None else "no query chosen by queries"
+        raise ValueError(f"{among} has an earlier occurrence of its token in ids")
     on_keys = (weights * keys[:, None].to(weights.dtype)).sum(dim=-1)  # (B, h, T_q)
     return on_keys.transpose(0, 1)[:, chosen].mean(dim=-1)  # (h,)
 
@@ -409,7 +430,9 @@ def copy_losses(
     TypeError
         If an argument has the wrong type or dtype.
     ValueError
-        If the shapes disagree, or a group of targets is empty.
+        If the shapes or devices disagree, an id lies outside ``[0,
+        num_ids)``, ``logits`` holds NaN or inf, or a group of targets is
+        empty.
 
     Examples
     --------
@@ -422,20 +445,22 @@ def copy_losses(
     >>> [round(loss, 4) for loss in losses], round(math.log(4), 4)
     ([1.3863, 1.3863], 1.3863)
     """
-    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
-        raise TypeError(f"logits must be a floating-point torch.Tensor, got {describe(logits)}")
+    check_float_tensor(logits, "logits")
     if logits.dim() != 3 or logits.shape[1] < 2:
         raise ValueError(
             f"logits must have shape (B, T, num_ids), T >= 2, got {tuple(logits.shape)}"
         )
     batch, length, num_ids = logits.shape
-    ids = _check_ids(ids, (batch, length))
-    copyable = _check_bool(copyable, (batch, length), "copyable")
+    ids = _check_ids(ids, (batch, length), logits.device, "logits")
+    copyable = _check_bool(
+        copyable, (batch, length), ids.device, "copyable", "True = predictable by copying"
+    )
     if int(ids.min()) < 0 or int(ids.max()) >= num_ids:
         raise ValueError(
             f"ids must lie in [0, {num_ids}) for logits of shape {tuple(logits.shape)}, "
             f"got values from {int(ids.min())} to {int(ids.max())}"
         )
+    check_finite(logits, "logits")
     per_token = nn.functional.cross_entropy(
         logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none"
     )  # (B, T - 1): the loss on ids[:, 1:]
@@ -486,12 +511,50 @@ class Checkpoint:
         )
 
 
+def _extent(ids: object) -> tuple[int, int]:
+    """The largest id of a batch's ``ids (B, T)`` and its length ``T``; -1 and 0 if unreadable.
+
+    Whatever cannot be read here is refused, with its name, by the model.
+    """
+    if not isinstance(ids, torch.Tensor) or ids.dim() == 0 or ids.device.type == "meta":
+        return -1, 0
+    return (int(ids.max()) if ids.numel() else -1), ids.shape[-1]
+
+
+def _check_fits(model: nn.Module, top: int, length: int, name: str) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ids up to ``top`` in sequences of
+    ``length`` positions fit the package's decoder.
+
+    Only a ``TinyDecoder`` is checked (its ids and positions); any other
+    model is the caller's.
+    """
+    from .decoder import TinyDecoder  # the decoder imports nothing from here: no cycle
+
+    if isinstance(model, TinyDecoder) and (top >= model.num_ids or length > model.max_len):
+        raise ValueError(
+            f"{name} does not fit the model: its ids reach {top} and its sequences "
+            f"{length} positions, but model has num_ids={model.num_ids} and "
+            f"max_len={model.max_len}"
+        )
+
+
 def measure(model: nn.Module, batch: RepeatBatch, step: int = 0) -> Checkpoint:
     """Run ``model`` on ``batch`` without gradients and return its ``Checkpoint``.
 
     ``model(ids)`` must return ``(logits, weights)`` with ``weights`` one
     ``(B, h, T, T)`` tensor per layer, as ``selfattention.toys.decoder.TinyDecoder``
-    does.
+    does. The model's mode is restored afterwards, also when the call
+    raises.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a module, ``batch`` not a ``RepeatBatch`` or
+        ``step`` not an int.
+    ValueError
+        If ``step`` is negative, ``batch`` has ids or positions that a
+        ``TinyDecoder`` does not embed, or the model's outputs fail the
+        metrics' checks (e.g. NaN logits).
 
     Examples
     --------
@@ -507,11 +570,15 @@ def measure(model: nn.Module, batch: RepeatBatch, step: int = 0) -> Checkpoint:
         raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
     if not isinstance(batch, RepeatBatch):
         raise TypeError(f"batch must be a RepeatBatch, got {describe(batch)}")
+    step = check_positive_int(step, "step", allow_zero=True)
+    _check_fits(model, *_extent(batch.ids), "batch")
     was_training = model.training
     model.eval()
-    with torch.no_grad():
-        logits, weights = model(batch.ids)  # (B, T, num_ids), [(B, h, T, T)] per layer
-    model.train(was_training)
+    try:
+        with torch.no_grad():
+            logits, weights = model(batch.ids)  # (B, T, num_ids), [(B, h, T, T)] per layer
+    finally:
+        model.train(was_training)
     copyable, other = copy_losses(logits, batch.ids, batch.copyable)
     previous = previous_token_score(weights[0])
     prefix = prefix_matching_score(weights[-1], batch.ids, batch.queries)
@@ -571,7 +638,12 @@ def train_induction(
     Raises
     ------
     TypeError, ValueError
-        For an argument of the wrong type or value.
+        For an argument of the wrong type or value, naming it; for a
+        ``TinyDecoder``, also when ``task`` or ``eval_batch`` has ids or
+        positions the model does not embed. A call that raises (here or
+        later, in a forward pass or in ``log``) leaves the model's
+        parameters, gradients and mode and torch's random state as they
+        were.
 
     Examples
     --------
@@ -595,38 +667,40 @@ def train_induction(
     seed = check_positive_int(seed, "seed", allow_zero=True)
     log_every = check_positive_int(log_every, "log_every")
     lr = check_real(lr, "lr", low=0.0, low_open=True)
-    if log is not None and not callable(log):
-        raise TypeError(f"log must be callable or None, got {describe(log)}")
+    check_callable(log, "log", optional=True)
+    _check_fits(model, task.bos, task.length + 1, "task")  # BOS is the task's largest id
+    _check_fits(model, *_extent(eval_batch.ids), "eval_batch")
 
     threads = torch.get_num_threads()
     deterministic = torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     try:
-        rng = np.random.default_rng(seed)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-        history: list[Checkpoint] = []
+        with _unchanged_on_error(model):  # a call that raises leaves the model as it was
+            rng = np.random.default_rng(seed)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+            history: list[Checkpoint] = []
 
-        def checkpoint(step: int) -> None:
-            history.append(measure(model, eval_batch, step))
-            if log is not None:
-                log(history[-1].line())
+            def checkpoint(step: int) -> None:
+                history.append(measure(model, eval_batch, step))
+                if log is not None:
+                    log(history[-1].line())
 
-        for step in range(steps):
-            if step % log_every == 0:
-                checkpoint(step)
-            model.train()
-            ids = task.sample(batch_size, rng).ids  # (b, T), fresh every step
-            logits, _ = model(ids)  # (b, T, num_ids)
-            loss = nn.functional.cross_entropy(  # logits[:, i] predict ids[:, i + 1]
-                logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
-            )
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        checkpoint(steps)
-        model.eval()
-        return history
+            for step in range(steps):
+                if step % log_every == 0:
+                    checkpoint(step)
+                model.train()
+                ids = task.sample(batch_size, rng).ids  # (b, T), fresh every step
+                logits, _ = model(ids)  # (b, T, num_ids)
+                loss = nn.functional.cross_entropy(  # logits[:, i] predict ids[:, i + 1]
+                    logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
+                )
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            checkpoint(steps)
+            model.eval()
+            return history
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)

@@ -12,24 +12,32 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._checks import check_positive_int
+from .._checks import (
+    check_bool_tensor,
+    check_finite,
+    check_flag,
+    check_float_tensor,
+    check_int64_tensor,
+    check_positive_int,
+    check_same_device,
+)
 from ..handmath.positional import sinusoidal_positional_encoding
 from ..layers.multi_head import MultiHeadAttention
 
+# What True means in the classifier's mask.
+_REAL_TOKEN = "True = real token"
+
 
 def _check_ids_and_mask(ids: torch.Tensor, mask: torch.Tensor) -> None:
-    if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64:
-        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise TypeError(f"ids must be an int64 torch.Tensor, got {got}")
+    check_int64_tensor(ids, "ids")
     if ids.dim() != 2:
         raise ValueError(f"ids must have shape (B, T), got {tuple(ids.shape)}")
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise TypeError(f"mask must be a bool torch.Tensor (True = real token), got {got}")
+    check_bool_tensor(mask, "mask", _REAL_TOKEN)
     if mask.shape != ids.shape:
         raise ValueError(
             f"mask must have the shape of ids {tuple(ids.shape)}, got {tuple(mask.shape)}"
         )
+    check_same_device(mask, "mask", ids.device, "ids")
     if not mask.any(dim=1).all():
         raise ValueError("every line needs at least one real token (a row of mask is all False)")
 
@@ -38,7 +46,9 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Average ``values (B, T, d)`` over the real positions of ``mask (B, T)``.
 
     Padding positions (False) get no weight, so appending padding never
-    changes the result.
+    changes the result. ``values`` must be a floating-point tensor without
+    NaN or inf and ``mask`` a boolean one on the same device (else
+    ``TypeError``/``ValueError`` naming the argument).
 
     Examples
     --------
@@ -46,13 +56,15 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     >>> masked_mean(values, torch.tensor([[True, True, False]]))
     tensor([[2.]])
     """
+    check_float_tensor(values, "values")
+    check_bool_tensor(mask, "mask", _REAL_TOKEN)
     if values.dim() != 3 or mask.shape != values.shape[:2]:
         raise ValueError(
             f"values must be (B, T, d) and mask (B, T); got values {tuple(values.shape)}, "
             f"mask {tuple(mask.shape)}"
         )
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be boolean (True = real token), got dtype {mask.dtype}")
+    check_same_device(mask, "mask", values.device, "values")
+    check_finite(values, "values")
     keep = mask.to(values.dtype).unsqueeze(-1)  # (B, T, 1)
     counts = keep.sum(dim=1).clamp(min=1.0)  # (B, 1)
     return (values * keep).sum(dim=1) / counts  # (B, d)
@@ -73,19 +85,32 @@ def pooled_attention(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     mask : torch.Tensor
         ``(B, T)`` bool, True = real token.
 
+    Raises
+    ------
+    TypeError
+        If ``weights`` is not a floating-point tensor or ``mask`` not a
+        boolean one.
+    ValueError
+        If the shapes do not fit, the two are on different devices, or
+        ``weights`` holds NaN or inf.
+
     Examples
     --------
     >>> weights = torch.tensor([[[[0.5, 0.5], [1.0, 0.0]]]])  # (1, 1, 2, 2)
     >>> pooled_attention(weights, torch.tensor([[True, False]]))
     tensor([[0.5000, 0.5000]])
     """
+    check_float_tensor(weights, "weights")
     if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(f"weights must have shape (B, h, T, T), got {tuple(weights.shape)}")
-    if mask.shape != (weights.shape[0], weights.shape[-1]) or mask.dtype != torch.bool:
+    check_bool_tensor(mask, "mask", _REAL_TOKEN)
+    if mask.shape != (weights.shape[0], weights.shape[-1]):
         raise ValueError(
             f"mask must be a bool (B, T) = {(weights.shape[0], weights.shape[-1])} tensor, "
             f"got {tuple(mask.shape)} {mask.dtype}"
         )
+    check_same_device(mask, "mask", weights.device, "weights")
+    check_finite(weights, "weights")
     per_query = weights.mean(dim=1)  # (B, T_q, T_k), averaged over heads
     return masked_mean(per_query, mask)  # (B, T_k): averaged over real queries
 
@@ -112,6 +137,14 @@ class AttentionClassifier(nn.Module):
         Every word then stays a fixed random vector, so the model cannot
         learn to shrink the filler words to zero and must use attention.
 
+    Raises
+    ------
+    TypeError
+        If a size is not an int or a flag not a bool.
+    ValueError
+        If a size is not positive or ``num_heads`` does not divide
+        ``d_model``; nothing is built (torch's random state is untouched).
+
     Examples
     --------
     >>> _ = torch.manual_seed(0)
@@ -134,16 +167,17 @@ class AttentionClassifier(nn.Module):
         freeze_embedding: bool = False,
     ) -> None:
         super().__init__()
-        self.vocab_size = check_positive_int(vocab_size, "vocab_size")
-        self.num_classes = check_positive_int(num_classes, "num_classes")
+        # Every argument is checked before any layer is built (and draws from torch's RNG).
+        vocab_size = check_positive_int(vocab_size, "vocab_size")
+        num_classes = check_positive_int(num_classes, "num_classes")
         d_model = check_positive_int(d_model, "d_model")
-        self.max_len = check_positive_int(max_len, "max_len")
-        if not isinstance(positional, bool):
-            raise TypeError(f"positional must be a bool, got {type(positional).__name__}")
-        if not isinstance(freeze_embedding, bool):
-            raise TypeError(
-                f"freeze_embedding must be a bool, got {type(freeze_embedding).__name__}"
-            )
+        num_heads = check_positive_int(num_heads, "num_heads")
+        max_len = check_positive_int(max_len, "max_len")
+        positional = check_flag(positional, "positional")
+        freeze_embedding = check_flag(freeze_embedding, "freeze_embedding")
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.vocab_size, self.num_classes, self.max_len = vocab_size, num_classes, max_len
         self.positional = positional
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=0)
         self.embedding.weight.requires_grad_(not freeze_embedding)
@@ -168,8 +202,18 @@ class AttentionClassifier(nn.Module):
             ``(B, num_classes)``, one score per class.
         weights : torch.Tensor
             ``(B, num_heads, T, T)`` attention weights (zero on padded keys).
+
+        Raises
+        ------
+        TypeError
+            If ``ids`` is not an int64 tensor or ``mask`` not a bool tensor.
+        ValueError
+            If the shapes differ or are not ``(B, T)``, ``T > max_len``, an id
+            lies outside ``[0, vocab_size)``, a line has no real token, or a
+            tensor is on another device than the model (or on ``meta``).
         """
         _check_ids_and_mask(ids, mask)
+        check_same_device(ids, "ids", self.embedding.weight.device, "the model's parameters")
         length = ids.shape[1]
         if length > self.max_len:
             raise ValueError(f"ids has length {length}, longer than max_len={self.max_len}")

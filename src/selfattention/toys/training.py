@@ -8,15 +8,16 @@ of a model on a batch.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .._checks import check_positive_int
+from .._checks import check_callable, check_positive_int, check_real, describe
 from .data import Batch
+from .models import AttentionClassifier
 
 
 @dataclass(frozen=True)
@@ -44,13 +45,75 @@ class EpochResult:
         return text
 
 
+@contextmanager
+def _unchanged_on_error(model: nn.Module) -> Iterator[None]:
+    """Run the body; if it raises, put ``model`` and torch's random state back as they were.
+
+    The package's rule "a call that raises changes nothing" for the training
+    loops: the parameters and buffers (copied back in place, so an optimizer
+    that holds them still does), each parameter's ``.grad``, every
+    submodule's train/eval mode and torch's CPU random state are saved
+    before the body runs and restored if it raises an ``Exception`` (a
+    failing forward pass, a ``log`` or callback that raises). An interrupt
+    (``KeyboardInterrupt``) keeps the partly trained model. On success
+    nothing is restored.
+
+    Examples
+    --------
+    >>> layer = torch.nn.Linear(2, 1)
+    >>> before = layer.weight.detach().clone()
+    >>> try:
+    ...     with _unchanged_on_error(layer):
+    ...         with torch.no_grad():
+    ...             _ = layer.weight.add_(1.0)
+    ...         raise ValueError("something failed")
+    ... except ValueError:
+    ...     pass
+    >>> torch.equal(layer.weight, before)
+    True
+    """
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    grads = [
+        (parameter, None if parameter.grad is None else parameter.grad.detach().clone())
+        for parameter in model.parameters()
+    ]
+    modes = [(module, module.training) for module in model.modules()]
+    rng = torch.get_rng_state()
+    try:
+        yield
+    except Exception:
+        current = model.state_dict()
+        with torch.no_grad():
+            for name, saved in state.items():
+                current[name].copy_(saved)
+        for parameter, grad in grads:
+            parameter.grad = grad
+        for module, training in modes:
+            module.training = training
+        torch.set_rng_state(rng)
+        raise
+
+
 def _check_model_and_batch(model: nn.Module, batch: Batch, name: str) -> None:
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
     if not isinstance(batch, Batch):
-        raise TypeError(f"{name} must be a Batch (see make_batch), got {type(batch).__name__}")
+        raise TypeError(f"{name} must be a Batch (see make_batch), got {describe(batch)}")
     if (batch.labels < 0).any():
         raise ValueError(f"{name} has lines without a label (-1); build it from labelled Lines")
+    if isinstance(model, AttentionClassifier):  # the package's model: check that it fits
+        width, top = batch.ids.shape[1], int(batch.ids.max()) if batch.ids.numel() else 0
+        if top >= model.vocab_size or width > model.max_len:
+            raise ValueError(
+                f"{name} does not fit the model: its ids reach {top} and its lines "
+                f"{width} tokens, but model has vocab_size={model.vocab_size} and "
+                f"max_len={model.max_len}"
+            )
+        if int(batch.labels.max()) >= model.num_classes:
+            raise ValueError(
+                f"{name} has labels up to {int(batch.labels.max())}, but model has "
+                f"num_classes={model.num_classes}"
+            )
 
 
 def evaluate(model: nn.Module, batch: Batch) -> tuple[float, float]:
@@ -69,11 +132,13 @@ def evaluate(model: nn.Module, batch: Batch) -> tuple[float, float]:
     _check_model_and_batch(model, batch, "batch")
     was_training = model.training
     model.eval()
-    with torch.no_grad():
-        logits, _ = model(batch.ids, batch.mask)  # (B, C)
-        loss = nn.functional.cross_entropy(logits, batch.labels).item()
-        accuracy = (logits.argmax(dim=-1) == batch.labels).double().mean().item()
-    model.train(was_training)
+    try:
+        with torch.no_grad():
+            logits, _ = model(batch.ids, batch.mask)  # (B, C)
+            loss = nn.functional.cross_entropy(logits, batch.labels).item()
+            accuracy = (logits.argmax(dim=-1) == batch.labels).double().mean().item()
+    finally:
+        model.train(was_training)
     return loss, accuracy
 
 
@@ -114,6 +179,16 @@ def train_classifier(
         Called as ``on_epoch_end(epoch, model)`` after each epoch, and once
         with epoch 0 before training (e.g. to take snapshots).
 
+    Raises
+    ------
+    TypeError, ValueError
+        For an argument of the wrong type or value, naming it; for an
+        ``AttentionClassifier``, also when ``train`` or ``heldout`` has ids,
+        lines or labels the model does not take. A call that raises (here or
+        later, in a forward pass, ``log`` or ``on_epoch_end``) leaves the
+        model's parameters, gradients and mode and torch's random state as
+        they were.
+
     Examples
     --------
     >>> from selfattention.toys.data import SERIES, SERIES_VOCABULARY, make_batch, make_lines
@@ -130,19 +205,9 @@ def train_classifier(
     epochs = check_positive_int(epochs, "epochs")
     batch_size = check_positive_int(batch_size, "batch_size")
     seed = check_positive_int(seed, "seed", allow_zero=True)
-    if (
-        isinstance(lr, bool)
-        or not isinstance(lr, (int, float))
-        or not math.isfinite(lr)
-        or lr <= 0
-    ):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    if log is not None and not callable(log):
-        raise TypeError(f"log must be callable or None, got {type(log).__name__}")
-    if on_epoch_end is not None and not callable(on_epoch_end):
-        raise TypeError(
-            f"on_epoch_end must be callable or None, got {type(on_epoch_end).__name__}"
-        )
+    lr = check_real(lr, "lr", low=0.0, low_open=True)
+    check_callable(log, "log", optional=True)
+    check_callable(on_epoch_end, "on_epoch_end", optional=True)
     parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
     if not parameters:
         raise ValueError("model has no trainable parameters")
@@ -152,33 +217,34 @@ def train_classifier(
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     try:
-        generator = torch.Generator().manual_seed(seed)
-        optimizer = torch.optim.Adam(parameters, lr=float(lr))
-        history = []
-        if on_epoch_end is not None:
-            on_epoch_end(0, model)
-        for epoch in range(1, epochs + 1):
-            model.train()
-            order = torch.randperm(len(train), generator=generator)  # (N,)
-            total = 0.0
-            for start in range(0, len(train), batch_size):
-                part = train.subset(order[start : start + batch_size])
-                logits, _ = model(part.ids, part.mask)  # (b, C)
-                loss = nn.functional.cross_entropy(logits, part.labels)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                total += loss.item() * len(part)
-            _, train_accuracy = evaluate(model, train)
-            heldout_accuracy = evaluate(model, heldout)[1] if heldout is not None else None
-            result = EpochResult(epoch, total / len(train), train_accuracy, heldout_accuracy)
-            history.append(result)
-            if log is not None:
-                log(result.line())
+        with _unchanged_on_error(model):  # a call that raises leaves the model as it was
+            generator = torch.Generator().manual_seed(seed)
+            optimizer = torch.optim.Adam(parameters, lr=lr)
+            history = []
             if on_epoch_end is not None:
-                on_epoch_end(epoch, model)
-        model.eval()
-        return history
+                on_epoch_end(0, model)
+            for epoch in range(1, epochs + 1):
+                model.train()
+                order = torch.randperm(len(train), generator=generator)  # (N,)
+                total = 0.0
+                for start in range(0, len(train), batch_size):
+                    part = train.subset(order[start : start + batch_size])
+                    logits, _ = model(part.ids, part.mask)  # (b, C)
+                    loss = nn.functional.cross_entropy(logits, part.labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    total += loss.item() * len(part)
+                _, train_accuracy = evaluate(model, train)
+                heldout_accuracy = evaluate(model, heldout)[1] if heldout is not None else None
+                result = EpochResult(epoch, total / len(train), train_accuracy, heldout_accuracy)
+                history.append(result)
+                if log is not None:
+                    log(result.line())
+                if on_epoch_end is not None:
+                    on_epoch_end(epoch, model)
+            model.eval()
+            return history
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
