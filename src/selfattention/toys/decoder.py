@@ -253,10 +253,9 @@ class TinyDecoder(nn.Module):
             model, holds an id outside ``[0, num_ids)``, the positions exceed
             ``max_len``, the caches differ in length or do not fit their
             layer (batch size, heads, dtype, device), or an ablated head does
-            not exist.
-
-        Every input is checked before anything changes, and a call that
-        raises leaves every cache as it was (length, contents, position).
+            not exist. Every input is checked before anything changes, so a
+            call that raises leaves every cache as it was (length, contents,
+            position).
         """
         # 1. Check every input; nothing has changed yet.
         check_int64_tensor(ids, "ids")

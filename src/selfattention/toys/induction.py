@@ -690,8 +690,8 @@ def train_induction(
                 if step % log_every == 0:
                     checkpoint(step)
                 model.train()
-                ids = task.sample(batch_size, rng).ids  # (b, T), fresh every step
-                logits, _ = model(ids)  # (b, T, num_ids)
+                ids = task.sample(batch_size, rng).ids  # (B, T), fresh every step
+                logits, _ = model(ids)  # (B, T, num_ids)
                 loss = nn.functional.cross_entropy(  # logits[:, i] predict ids[:, i + 1]
                     logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
                 )
