@@ -22,8 +22,8 @@ class MultiHeadAttention(nn.Module):
     ``v_proj`` map ``d_model -> num_kv_heads * head_dim``. With
     ``num_kv_heads < num_heads`` (grouped-query attention; 1 is multi-query
     attention) each key/value head serves ``num_heads // num_kv_heads``
-    consecutive query heads: query head ``i`` reads key/value head
-    ``i // (num_heads // num_kv_heads)``, the layout of
+    consecutive query heads: query head ``r`` reads key/value head
+    ``g = r // (num_heads // num_kv_heads)``, the layout of
     ``F.scaled_dot_product_attention(..., enable_gqa=True)``. Inputs are
     batch-first, ``(B, T, d_model)``.
 
