@@ -270,18 +270,22 @@
   // --- heads: pick a head, point at a query, see its weights over the keys ----------
   //
   // data: tokens[T], heads[h][T][T] (weights, rows = queries), head_names[h],
-  // start_head, start_query, title, help.
+  // optional views [{name, heads: [r, ...]}] (what the head picker offers; by
+  // default each head alone; a view of two heads draws both, the second
+  // dashed), start_view (or start_head), start_query, title, help.
   SA.renderers.heads = function (root, data, ctx) {
     const T = data.tokens.length;
-    const names = data.head_names;
-    let head = data.start_head || 0;
+    const views = data.views || data.head_names.map((name, r) => ({ name, heads: [r] }));
+    const most = Math.max(...views.map((v) => v.heads.length));
+    let view = data.start_view !== undefined ? data.start_view : data.start_head || 0;
     let selected = data.start_query || 0;
     let shown = selected;
 
-    if (names.length > 1) {
-      const choice = radios(ctx, "Head", names.map((n, r) => [String(r), n]), String(head));
+    if (views.length > 1) {
+      const choice = radios(ctx, most > 1 ? "Heads" : "Head",
+        views.map((v, index) => [String(index), v.name]), String(view));
       choice.inputs.forEach((input) => input.addEventListener("change", () => {
-        head = Number(choice.value);
+        view = Number(choice.value);
         draw();
       }));
       root.append(choice.wrap);
@@ -306,28 +310,41 @@
       });
       return button;
     });
+    // One number and one bar per key for each head of the view (at most `most`).
     const keys = data.tokens.map((token) => {
-      const number = h("span", { class: "sa-num" });
-      const bar = h("span", { class: "sa-bar" });
+      const numbers = [];
+      const bars = [];
+      const cells = [];
+      for (let n = 0; n < most; n++) {
+        numbers.push(h("span", { class: `sa-num sa-head-${n}` }));
+        bars.push(h("span", { class: `sa-bar sa-head-${n}` }));
+        cells.push(numbers[n]);
+      }
       const item = h("li", { class: "sa-key" }, h("span", { class: "sa-key-token", text: token }),
-        number, h("span", { class: "sa-track", "aria-hidden": "true" }, bar));
-      return { item, number, bar };
+        cells, h("span", { class: "sa-track", "aria-hidden": "true" }, bars));
+      return { item, numbers, bars };
     });
     const svg = h("svg:svg", {
       class: "sa-lines", viewBox: `0 0 100 ${T}`, preserveAspectRatio: "none",
       "aria-hidden": "true", focusable: "false",
     });
-    const lines = data.tokens.map(() => {
-      const line = h("svg:line", { x1: 2, x2: 98, "vector-effect": "non-scaling-stroke" });
+    const lines = Array.from({ length: most }, (_, n) => data.tokens.map(() => {
+      const line = h("svg:line", { x1: 2, x2: 98, "vector-effect": "non-scaling-stroke",
+        class: `sa-head-${n}` });
       svg.append(line);
       return line;
-    });
+    }));
     const queryHead = ctx.id("queries");
     const keyHead = ctx.id("keys");
-    root.append(h("div", { class: T > 12 ? "sa-heads sa-long" : "sa-heads", style: `--sa-rows: ${T}` },
+    const keyTitle = h("p", { class: "sa-col-head", id: keyHead, text: "keys: weight" });
+    const legend = h("p", { class: "sa-help" });
+    root.append(legend, h("div", {
+      class: `sa-heads${T > 12 ? " sa-long" : ""}${most > 1 ? " sa-multi" : ""}`,
+      style: `--sa-rows: ${T}`,
+    },
       h("p", { class: "sa-col-head", id: queryHead, text: "query" }),
       h("span", { class: "sa-col-head" }),
-      h("p", { class: "sa-col-head", id: keyHead, text: "keys: weight" }),
+      keyTitle,
       h("div", { class: "sa-queries", role: "group", "aria-labelledby": queryHead }, queries),
       svg,
       h("ul", { class: "sa-keys", "aria-labelledby": keyHead }, keys.map((k) => k.item))));
@@ -348,23 +365,41 @@
     }
 
     function draw() {
-      const weights = data.heads[head][shown];
+      const heads = views[view].heads;
       queries.forEach((b, q) => b.classList.toggle("sa-shown", q === shown));
-      keys.forEach((k, j) => {
-        k.number.dataset.value = String(weights[j]);
-        k.number.textContent = fixed(weights[j], 2);
-        k.bar.style.width = `${100 * weights[j]}%`;
-        lines[j].setAttribute("y1", shown + 0.5);
-        lines[j].setAttribute("y2", j + 0.5);
-        // Width and opacity relative to the row's largest weight, as bertviz draws them.
-        const share = weights[j] / Math.max(...weights);
-        lines[j].setAttribute("stroke-width", (0.75 + 5.25 * share).toFixed(2));
-        lines[j].setAttribute("stroke-opacity", (0.12 + 0.88 * share).toFixed(3));
-      });
-      const best = argmax(weights);
-      status.textContent = `${names[head]}, query ${shown} “${data.tokens[shown]}”: ` +
-        `the most weight, ${fixed(weights[best], 2)}, on key ${best} “${data.tokens[best]}”.`;
-      root.dataset.state = JSON.stringify({ head, query: shown });
+      legend.hidden = heads.length < 2;
+      legend.textContent = `Two numbers per key: ${data.head_names[heads[0]]} (solid lines), then ` +
+        `${data.head_names[heads[heads.length - 1]]} (dashed lines, italic numbers).`;
+      const said = [];
+      for (let n = 0; n < most; n++) {
+        const weights = n < heads.length ? data.heads[heads[n]][shown] : null;
+        const largest = weights ? Math.max(...weights) : 1;
+        keys.forEach((k, j) => {
+          k.numbers[n].hidden = k.bars[n].hidden = !weights;
+          lines[n][j].style.display = weights ? "" : "none";
+          if (!weights) {
+            delete k.numbers[n].dataset.value;
+            return;
+          }
+          k.numbers[n].dataset.value = String(weights[j]);
+          k.numbers[n].textContent = fixed(weights[j], 2);
+          k.bars[n].style.width = `${100 * weights[j]}%`;
+          const line = lines[n][j];
+          line.setAttribute("y1", shown + 0.5);
+          line.setAttribute("y2", j + 0.5);
+          // Width and opacity relative to the row's largest weight, as bertviz draws them.
+          const share = weights[j] / largest;
+          line.setAttribute("stroke-width", (0.75 + 5.25 * share).toFixed(2));
+          line.setAttribute("stroke-opacity", (0.12 + 0.88 * share).toFixed(3));
+        });
+        if (weights) {
+          const best = argmax(weights);
+          said.push(`${data.head_names[heads[n]]} puts the most weight, ${fixed(weights[best], 2)}, ` +
+            `on key ${best} “${data.tokens[best]}”`);
+        }
+      }
+      status.textContent = `Query ${shown} “${data.tokens[shown]}”: ${said.join("; ")}.`;
+      root.dataset.state = JSON.stringify({ view, heads, query: shown });
     }
 
     select(selected);

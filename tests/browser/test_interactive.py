@@ -38,6 +38,8 @@ FIGURES = {
     "chapters/07_softmax.html": {"fig-softmax-temperature": "softmax"},
     "chapters/09_multi_head_attention.html": {"fig-mha-heads": "heads"},
     "chapters/10_masked_and_cross_attention.html": {"fig-masked-alignment": "masks"},
+    "chapters/11_training_attention.html": {"fig-lannister": "classifier"},
+    "chapters/15_induction_heads.html": {"fig-induction-heads": "heads"},
 }
 PAGES = list(FIGURES)
 BUDGET_BYTES = 300_000
@@ -57,7 +59,7 @@ HOSTS = """() => [...document.querySelectorAll(".sa-interactive")].map((host) =>
 READ = """(root) => ({
   state: JSON.parse(root.dataset.state),
   status: root.querySelector(".sa-status").textContent,
-  numbers: [...root.querySelectorAll("td.sa-num[data-value], .sa-key .sa-num")]
+  numbers: [...root.querySelectorAll("td.sa-num[data-value], .sa-key .sa-num:not([hidden])")]
     .map((e) => ({value: Number(e.dataset.value), text: e.textContent})),
   mask: root.querySelector("table.sa-mask") ?
     JSON.parse(root.querySelector("table.sa-mask").dataset.mask) : null,
@@ -91,7 +93,7 @@ DRIVE = (
       });
       setRange(ranges[0], s.index);
     } else if (host.dataset.kind === "heads") {
-      if (radios.length) pick(String(s.head));
+      if (radios.length) pick(String(s.view));
       root.querySelectorAll("button.sa-token")[s.query].click();
     } else if (host.dataset.kind === "masks") {
       pick(s.kind);
@@ -144,13 +146,20 @@ def axe(page) -> list[str]:
     return page.evaluate(AXE_RUN, {"resultTypes": ["violations"], "preload": False})
 
 
+def views_of(data: dict) -> list[list[int]]:
+    """The heads each choice of a heads figure shows (by default, each head alone)."""
+    if "views" in data:
+        return [view["heads"] for view in data["views"]]
+    return [[r] for r in range(len(data["heads"]))]
+
+
 def settings_of(host: dict) -> list[dict]:
     """The control settings to visit for one figure: its stored checks (or every row)."""
     data = host["data"]
     if host["kind"] == "heads":
         return [
-            {"head": r, "query": i}
-            for r in range(len(data["heads"]))
+            {"view": v, "heads": heads, "query": i}
+            for v, heads in enumerate(views_of(data))
             for i in range(len(data["tokens"]))
         ]
     if host["kind"] == "classifier":
@@ -231,7 +240,7 @@ def keyboard_and_mouse(tab, index: int, host: dict, pressed: list) -> list[tuple
     elif host["kind"] == "classifier":
         root.locator("input[type=text]").focus()
         page.keyboard.press("Control+A")
-        page.keyboard.type("a jedi always pays his debts")
+        page.keyboard.type("A Jedi always pays his debts.")
         steps.append(("type", read()))
         page.keyboard.type(" hello")
         steps.append(("unknown word", read()))
@@ -413,10 +422,12 @@ def test_the_browser_shows_the_notebooks_numbers(page, tab):
                     assert "zeros, not NaN" in driven[-1]["status"]
         elif host["kind"] == "heads":
             for setting, seen in zip(settings_of(host), driven, strict=True):
-                row = data["heads"][setting["head"]][setting["query"]]
+                rows = [data["heads"][r][setting["query"]] for r in setting["heads"]]
+                # per key j, one number for each head of the view
+                want = [row[j] for j in range(len(data["tokens"])) for row in rows]
                 assert seen["state"] == setting
-                assert [n["value"] for n in seen["numbers"]] == row, f"{page}: {setting}"
-                assert [n["text"] for n in seen["numbers"]] == [f"{w:.2f}" for w in row]
+                assert [n["value"] for n in seen["numbers"]] == want, f"{page}: {setting}"
+                assert [n["text"] for n in seen["numbers"]] == [f"{w:.2f}" for w in want]
         elif host["kind"] == "classifier":
             assert len(data["checks"]) >= 20, f"{page}: only {len(data['checks'])} lines checked"
             for check, seen in zip(data["checks"], driven, strict=True):
@@ -464,7 +475,7 @@ def test_keyboard_moves_are_the_expected_ones(tab):
     # focus query 0, Down, Down, End, Up, Home, hover query 3, hover away, next head
     assert queries == [start, 0, 1, 2, 5, 4, 0, 3, 0, 0], queries
     assert facts["pressed"] == ["true"], "the focused query button is not the selected one"
-    assert facts["steps"][0][-1][1]["state"]["head"] == 1
+    assert facts["steps"][0][-1][1]["state"]["heads"] == [1]
     masks = dict(visit(tab, "chapters/10_masked_and_cross_attention.html")["steps"][0])
     assert masks["kind ArrowRight"]["state"]["kind"] == "padding"
     assert masks["length ArrowLeft"]["state"]["length"] == 2
@@ -541,8 +552,10 @@ def test_the_classifier_reads_what_the_reader_types(tab):
     facts = visit(tab, CLASSIFIER)
     host = next(h for h in facts["hosts"] if h["kind"] == "classifier")
     steps = dict(facts["steps"][facts["hosts"].index(host)])
-    typed = steps["type"]
-    check = next(c for c in host["data"]["checks"] if c["words"] == typed["state"]["words"])
+    typed = steps["type"]  # "A Jedi always pays his debts.": lower case, no full stop
+    words = ["a", "jedi", "always", "pays", "his", "debts"]
+    assert typed["state"]["words"] == words, typed["state"]
+    check = next(c for c in host["data"]["checks"] if c["words"] == words)
     values = [n["value"] for n in typed["numbers"]]
     want = check["probabilities"] + check["attention"]
     assert max(abs(a - b) for a, b in zip(values, want, strict=True)) <= TOLERANCE
