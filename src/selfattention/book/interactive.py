@@ -274,6 +274,17 @@ def interactive_figure(
     ...                           figure="fig-demo")._repr_html_()
     >>> len(html), max(len(line) for line in html.splitlines())
     (1004, 79)
+
+    Bad input is refused by name:
+
+    >>> interactive_figure("bars", {}, figure="fig-demo")
+    Traceback (most recent call last):
+        ...
+    ValueError: kind must be one of ('softmax', 'heads', 'masks', 'classifier'), got 'bars'
+    >>> interactive_figure("softmax", {"scores": [1.0, float("nan")]}, figure="fig-demo")
+    Traceback (most recent call last):
+        ...
+    ValueError: data['scores'][1] holds nan: only finite numbers can be stored
     """
     for value, argument in ((kind, "kind"), (figure, "figure")):
         if not isinstance(value, str):
@@ -362,6 +373,14 @@ def classifier_data(
     (1.0, 1.0)
     >>> data["weights"]["q_weight"][0][:2]  # rounded to 6 decimals
     [0.348386, -0.22369]
+    >>> classifier_data(model, [["a", "hello"]])
+    Traceback (most recent call last):
+        ...
+    ValueError: lines[0]: unknown word 'hello'
+    >>> classifier_data(torch.nn.Linear(2, 2), [["a"]])
+    Traceback (most recent call last):
+        ...
+    TypeError: model must be an AttentionClassifier, got Linear
     """
     from ..toys.data import SERIES, SERIES_VOCABULARY, Line, Vocabulary, make_batch
     from ..toys.models import AttentionClassifier, pooled_attention
@@ -418,7 +437,10 @@ def classifier_data(
             raise ValueError(
                 f"lines[{number}] has {len(words)} words, more than max_len={rounded.max_len}"
             )
-        batch = make_batch([words], vocabulary)  # one line: no padding
+        try:
+            batch = make_batch([words], vocabulary)  # one line: no padding
+        except ValueError as error:
+            raise ValueError(f"lines[{number}]: {error}") from None
         with torch.no_grad():
             logits, attention_weights = rounded(batch.ids, batch.mask)
         checks.append(
