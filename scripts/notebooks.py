@@ -1,11 +1,18 @@
 """Execute the chapter notebooks in fresh kernels: refresh them, or time them.
 
-    python scripts/notebooks.py execute [NOTEBOOK ...]   # rewrite stored outputs
+    python scripts/notebooks.py execute [NOTEBOOK ...]   # sync, then rewrite stored outputs
     python scripts/notebooks.py bench   [NOTEBOOK ...]   # print seconds per notebook
+    python scripts/notebooks.py sync    [NOTEBOOK ...]   # only the JupyterLab view (below)
+    python scripts/notebooks.py check   [NOTEBOOK ...]   # fail if a notebook needs a sync
 
-Both use nbclient (what ``jupyter execute`` runs) with timing metadata turned
-off, so that a re-run leaves the JSON byte-identical when nothing changed.
-Execution happens with the notebook's folder as the working directory.
+Execution uses nbclient (what ``jupyter execute`` runs) with timing metadata
+turned off, so that a re-run leaves the JSON byte-identical when nothing
+changed, with the notebook's folder as the working directory.
+
+``sync`` (scripts/lab_view.py) makes a notebook read in JupyterLab as its page
+reads on the site: roles JupyterLab cannot resolve become links, JupyterLab-only
+cells give figures their captions and links their targets, and the stored
+kernel name is the one JupyterLab writes. ``execute`` syncs first.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import pathlib
 import sys
 import time
 
+import lab_view  # scripts/lab_view.py, beside this file
 import nbformat
 from nbclient import NotebookClient
 
@@ -46,9 +54,11 @@ def merge_streams(notebook: nbformat.NotebookNode) -> None:
             cell.outputs = merged
 
 
-def run(path: pathlib.Path) -> tuple[nbformat.NotebookNode, float]:
+def run(
+    path: pathlib.Path, notebook: nbformat.NotebookNode | None = None
+) -> tuple[nbformat.NotebookNode, float]:
     """Execute one notebook top to bottom in a new kernel; return it and the seconds taken."""
-    notebook = nbformat.read(path, as_version=4)
+    notebook = notebook if notebook is not None else nbformat.read(path, as_version=4)
     client = NotebookClient(
         notebook,
         timeout=600,
@@ -69,15 +79,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=["execute", "bench"])
+    parser.add_argument("mode", choices=["execute", "bench", "sync", "check"])
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    if args.mode in ("execute", "sync", "check"):
+        book = lab_view.Book.load()
+        try:
+            synced = {
+                path: lab_view.sync(nbformat.read(path, as_version=4), path, book)
+                for path in paths
+            }
+        except lab_view.SyncError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+    if args.mode == "check":
+        stale = [p.name for p in paths if synced[p] != nbformat.read(p, as_version=4)]
+        for name in stale:
+            print(f"{name} needs `python scripts/notebooks.py sync` (or make execute)")
+        return 1 if stale else 0
+    if args.mode == "sync":
+        for path in paths:
+            if synced[path] != nbformat.read(path, as_version=4):
+                nbformat.write(synced[path], path)
+                print(f"synced {path}")
+        return 0
     slow = []
     if args.mode == "bench":
         print(f"{'notebook':<45} {'seconds':>8}  (budget {BUDGET_SECONDS:.0f} s; ch. 11: 60 s)")
     for path in paths:
-        notebook, seconds = run(path)
+        notebook, seconds = run(path, synced[path] if args.mode == "execute" else None)
         if args.mode == "execute":
             nbformat.write(notebook, path)
             shown = path.relative_to(ROOT) if path.is_absolute() else path

@@ -76,3 +76,45 @@ def test_run_checks_gives_the_reader_copies_and_silences_numpy_warnings(capsys):
     assert exercises.run_checks("demo", edits_in_place_and_overflows, reference, cases) is False
     assert "case 1 (in-place edits and an overflow)\n  contains NaN" in capsys.readouterr().out
     np.testing.assert_array_equal(importance, [1.0, 3.0])  # the case's own input is untouched
+
+
+def test_failure_report_lines_up_expected_and_got(capsys):
+    """A 4-D result prints as named 2-D slices, expected above got, column by column
+    (issue 25: chapter 10's report was ragged, with blank lines between blocks)."""
+    allowed = np.tril(np.ones((2, 1, 3, 3), dtype=bool))  # (B, h, T_q, T_k)
+
+    def reference(mask):
+        return np.where(mask, 0.0, -np.inf)
+
+    def finite_fill(mask):
+        return np.where(mask, 0.0, -1e9)
+
+    cases = [exercises.Case("a causal mask", (allowed,))]
+    assert exercises.run_checks("check_fill", finite_fill, reference, cases) is False
+    lines = capsys.readouterr().out.splitlines()
+    assert all(line.strip() for line in lines), "no blank lines"
+    assert all(len(line) <= 79 for line in lines), "each line fits a notebook's output"
+    expected = lines[lines.index("  expected: shape (2, 1, 3, 3)") + 1 :][:6]
+    got = lines[lines.index("  got:      shape (2, 1, 3, 3)") + 1 :][:6]
+    assert expected[0].startswith("    [0, 0, :, :] [[") and got[3].startswith("    [1, 0, :, :]")
+    for want, have in zip(expected, got, strict=True):
+        assert len(want) == len(have), f"{want!r} and {have!r} do not line up"
+        assert [i for i, c in enumerate(want) if c in "[]"] == [
+            i for i, c in enumerate(have) if c in "[]"
+        ]
+    assert "-inf" in expected[0] and "-1e+09" in got[0]
+
+
+def test_failure_report_shows_the_slices_that_differ_first(capsys):
+    zeros = np.zeros((3, 4, 2, 2))  # twelve 2-D slices
+
+    def one_slice_wrong(x):
+        x = x.copy()
+        x[2, 3] = 1.0
+        return x
+
+    cases = [exercises.Case("twelve slices", (zeros,))]
+    assert exercises.run_checks("check_copy", one_slice_wrong, np.copy, cases) is False
+    out = capsys.readouterr().out
+    assert "    [2, 3, :, :] [[1. 1.]" in out and "[0, 0, :, :]" not in out
+    assert out.count("(11 more slices equal)") == 2

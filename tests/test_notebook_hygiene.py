@@ -6,6 +6,7 @@ and warnings, machine-specific text, figures without alt text, and the
 anatomy every chapter shares.
 """
 
+import functools
 import pathlib
 import re
 
@@ -21,6 +22,13 @@ MACHINE_SPECIFIC = re.compile(
     re.MULTILINE,
 )
 VAGUE_ALT = {"a plot", "plot", "figure", "a figure", "image", "chart", "graph"}
+
+
+def lab_only(cell):
+    """A cell that scripts/lab_view.py wrote for JupyterLab; the site skips it."""
+    return "remove-cell" in cell.metadata.get("tags", []) and "lab" in cell.metadata.get(
+        "selfattention", {}
+    )
 
 
 def code_cells(notebook):
@@ -134,7 +142,8 @@ def test_hidden_solutions_are_folded_in_jupyterlab_too(notebook):
 
 def test_chapter_anatomy(notebook):
     markdown = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
-    first = notebook.cells[0]
+    # The first cell the site shows (a JupyterLab-only cell may come before it).
+    first = next(cell for cell in notebook.cells if not lab_only(cell))
     assert first.cell_type == "markdown" and re.match(r"\(\S+\)=\n# ", first.source), (
         "the first cell is a label like (chapter-label)= followed by the '# Title'"
     )
@@ -148,6 +157,32 @@ def test_chapter_anatomy(notebook):
     )
 
 
+EXERCISE_HEADING = re.compile(r"\*\*Exercise \d+(?: \([^()]+\))?\.\*\* ")
+
+
+def test_exercise_headings_share_one_style(notebook):
+    """Every exercise opens with '**Exercise 2.**' or '**Exercise 2 (code).**' and its text."""
+    markdown = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    openings = re.findall(r"^(?:#+ *)?\**Exercise \d+.*$", markdown, re.MULTILINE)
+    assert openings, "no exercises"
+    odd = [line[:60] for line in openings if not EXERCISE_HEADING.match(line)]
+    assert not odd, f"exercise headings in another style: {odd}"
+
+
+def test_every_reference_is_cited():
+    """The References page lists all of references.bib (:all:, since the chapters cite
+    with links), so every entry must be cited: by a {cite} role or a #key link."""
+    keys = set(re.findall(r"@\w+\{([^,\s]+),", (ROOT / "references.bib").read_text()))
+    pages = [*CHAPTERS, *(ROOT / "appendix").glob("*.md"), ROOT / "intro.md"]
+    cited = set()
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"\{cite(?::\w+)?\}`([^`]+)`", text):
+            cited.update(key.strip() for key in match.group(1).split(","))
+        cited.update(re.findall(r"\]\(#([\w.:-]+)\)", text))
+    assert keys <= cited, f"references.bib entries no page cites: {sorted(keys - cited)}"
+
+
 def test_every_chapter_is_in_the_table_of_contents():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     listed = {entry["file"] for part in toc["parts"] for entry in part.get("chapters", [])}
@@ -156,3 +191,40 @@ def test_every_chapter_is_in_the_table_of_contents():
     for entry in listed:
         matches = list(ROOT.glob(entry + ".*"))
         assert matches, f"_toc.yml lists {entry}, which does not exist"
+
+
+@functools.cache
+def lab_view_module():
+    """scripts/lab_view.py, which `make execute` runs on every notebook it executes."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("lab_view", ROOT / "scripts" / "lab_view.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("lab_view", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def lab_book():
+    return lab_view_module().Book.load(ROOT)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[path.stem for path in CHAPTERS])
+def test_reads_in_jupyterlab_as_on_the_site(path):
+    """Roles JupyterLab cannot resolve are links, figures have JupyterLab captions, the
+    kernel name is JupyterLab's: what `make execute` (scripts/lab_view.py) writes."""
+    lab_view = lab_view_module()
+    notebook = nbformat.read(path, as_version=4)
+    synced = lab_view.sync(notebook, path, lab_book())
+    changed = [
+        index
+        for index, (old, new) in enumerate(zip(notebook.cells, synced.cells, strict=False))
+        if old != new
+    ]
+    assert synced == notebook, (
+        f"{path.name} is not as JupyterLab should read it (first differing cell: "
+        f"{changed[:1] or 'count'}, kernelspec {notebook.metadata.get('kernelspec')}): "
+        "run `python scripts/notebooks.py sync` or `make execute`"
+    )

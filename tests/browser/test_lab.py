@@ -1,30 +1,60 @@
-"""`make lab` renders the chapters' MyST: JupyterLab with jupyterlab-myst, in Chromium.
+"""`make lab` reads like the site: JupyterLab with jupyterlab-myst, in Chromium.
 
 The test runs the Makefile's own `lab` target (so a change there is what gets
-tested) on a private copy of one chapter, on a free 127.0.0.1 port, with no
-browser of its own and no token, then opens the chapter in the browser of the
-other tests and waits for the Exercises' "Solution" dropdowns to render as
-closed <details>. It never saves: autosave is off, and the notebook is a copy.
-The server and its kernel are shut down however the test ends.
+tested) once, on a private copy of every chapter (links between chapters open
+their notebooks), on a free 127.0.0.1 port, with no browser of its own and no
+token. It opens one chapter of each kind (Part I, Part II, the two training
+chapters, one of them in Part III; LAB_CHAPTERS=all for every chapter) in
+the browser of the other tests and checks what a reader then sees:
+
+* no raw role or target: no ``{py:func}``, no ``name <selfattention.name>``;
+* no bare label: no cross-reference JupyterLab could not resolve (its
+  "Cross Reference Not Found" mark, or a ``ch-``/``fig-`` label in the text),
+  and no such warning in the console;
+* no citation key: references read "[Vaswani et al., 2017]";
+* every figure has its caption right below it ("Fig. 10.3" numbering);
+* the solution dropdowns render, closed;
+* opening the chapter does not mark it unsaved.
+
+It never saves: autosave is off, and the notebooks are copies. The server and
+its kernels are shut down however the test ends. LAB_SOURCE points it at
+another folder of notebooks (to watch a check fail on a broken copy), and
+LAB_MAKE_VARS passes variables to make (VENV=... for another environment).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from book_site import ROOT
 
-CHAPTER = ROOT / "chapters" / "08_attention_output.ipynb"
+SOURCE = Path(os.environ.get("LAB_SOURCE", ROOT / "chapters"))
+# One chapter of each kind: Part I, Part II, the two training chapters (11 in
+# Part II, 15 in Part III).
+KINDS = [
+    "01_why_attention",
+    "10_masked_and_cross_attention",
+    "11_training_attention",
+    "15_induction_heads",
+]
+CHAPTERS = (
+    sorted(path.stem for path in SOURCE.glob("*.ipynb"))
+    if os.environ.get("LAB_CHAPTERS") == "all"
+    else [name for name in KINDS if (SOURCE / f"{name}.ipynb").is_file()]
+)
 STARTUP_SECONDS = 90
 RENDER_SECONDS = 60
+KERNEL_SECONDS = 30
 
 # JupyterLab settings for the run: every cell rendered at once (no windowing),
 # no autosave, no news or update checks (they would call another host).
@@ -37,22 +67,47 @@ LAB_SETTINGS = {
     },
 }
 
-# What the notebook shows once JupyterLab has rendered its Markdown cells.
+# What the notebook shows once JupyterLab has rendered its Markdown cells: the
+# rendered text (not the hidden editors' source), the marks of unresolved
+# references, the solution dropdowns, and, for every figure a code cell draws,
+# the caption of the cell below it.
 RENDERED = """() => {
-  const markdown = [...document.querySelectorAll(".jp-MarkdownCell .jp-RenderedMarkdown")];
-  const text = markdown.map((cell) => cell.textContent).join("\\n");
+  const cells = [...document.querySelectorAll(".jp-Notebook .jp-Cell")];
+  // jupyterlab-myst renders into a .myst widget; JupyterLab's own renderer into
+  // .jp-RenderedMarkdown (then MyST shows raw, which the tests catch).
+  const rendered = (cell) => cell.querySelector(".myst, .jp-RenderedMarkdown");
+  const markdown = cells.filter((c) => c.classList.contains("jp-MarkdownCell"));
+  const figures = [];
+  cells.forEach((cell, index) => {
+    if (!cell.classList.contains("jp-CodeCell")) return;
+    if (!cell.querySelector(".jp-OutputArea-output img")) return;
+    const next = cells[index + 1];
+    const caption = next && next.classList.contains("jp-MarkdownCell") && rendered(next)
+      ? next.querySelector("figcaption") : null;
+    figures.push({cell: index, caption: caption ? caption.textContent.trim() : null});
+  });
   return {
-    markdownCells: document.querySelectorAll(".jp-MarkdownCell").length,
-    rendered: markdown.length,
+    markdownCells: markdown.length,
+    rendered: markdown.filter(rendered).length,
+    text: markdown.map((c) => rendered(c) ? rendered(c).innerText : "").join("\\n"),
+    notFound: [...document.querySelectorAll('.jp-Notebook [title="Cross Reference Not Found"]')]
+      .map((e) => e.textContent.trim()),
     dropdowns: [...document.querySelectorAll(".jp-Notebook details")].map((d) => ({
       title: d.querySelector("summary") ? d.querySelector("summary").textContent.trim() : "",
       open: d.open,
     })),
-    rawMyst: [/:::\\{dropdown\\}/, /\\{(term|ref|numref|cite)\\}`/, /\\((ch|fig)-[\\w-]+\\)=/]
-      .filter((pattern) => pattern.test(text)).map(String),
-    links: [...document.querySelectorAll(".jp-RenderedMarkdown a")].length,
+    figures,
   };
 }"""
+
+RAW_ROLE = re.compile(r"\{[a-z]+(?::[a-z]+)?\}`|<selfattention\.[\w.]+>")
+BARE_LABEL = re.compile(r"\b(?:ch|fig|sec)-[a-z0-9]+(?:-[a-z0-9]+)+\b")
+CAPTION = re.compile(r"^Figure\s\d+\.\d+:\s*\S.{20,}", re.S)
+UNRESOLVED = re.compile(r"Cross reference target was not found|No target for internal reference")
+
+
+def bibtex_keys() -> set[str]:
+    return set(re.findall(r"@\w+\{([^,\s]+),", (ROOT / "references.bib").read_text()))
 
 
 def free_port() -> int:
@@ -68,14 +123,18 @@ def api(base: str, path: str, method: str = "GET") -> object:
     return json.loads(body) if body else None
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """`make lab` on a copy of one chapter; yields the server's base URL; always shut down."""
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """`make lab` on a copy of every chapter; yields the server's base URL; always shut down."""
     if not shutil.which("make"):
         pytest.skip("no make here")
+    if not CHAPTERS:
+        pytest.skip(f"no chapters in {SOURCE}")
+    tmp_path = tmp_path_factory.mktemp("lab")
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    shutil.copy(CHAPTER, notebooks)
+    for path in SOURCE.glob("*.ipynb"):
+        shutil.copy(path, notebooks)
     settings = tmp_path / "settings"
     for plugin, values in LAB_SETTINGS.items():
         package, name = plugin.rsplit("/", 1)
@@ -109,6 +168,8 @@ def lab(tmp_path):
         "lab",
         f"LAB_DIR={notebooks}",
         f"LAB_ARGS={' '.join(args)}",
+        # LAB_MAKE_VARS="VENV=/tmp/labvenv" tries another environment's JupyterLab.
+        *os.environ.get("LAB_MAKE_VARS", "").split(),
     ]
     server = subprocess.Popen(
         command,
@@ -154,26 +215,117 @@ def lab(tmp_path):
         log.close()
 
 
-def test_make_lab_renders_myst_dropdowns(browser, lab):
+@pytest.fixture(scope="module")
+def lab_page(browser, lab):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.on("console", lambda message: CONSOLE.append(message.text))
+    yield page
+    context.close()
+
+
+CONSOLE: list[str] = []  # what the JupyterLab page logged since the last chapter opened
+
+
+_seen: dict[str, dict] = {}
+
+
+def read_in_lab(page, lab: str, name: str) -> dict:
+    """Open chapter `name` in JupyterLab once, let it render, and record what it shows."""
+    if name in _seen:
+        return _seen[name]
+    CONSOLE.clear()
+    page.goto(f"{lab}/lab/tree/{name}.ipynb?reset", wait_until="load")
+    page.wait_for_selector(
+        ".jp-Notebook .jp-MarkdownCell :is(.myst, .jp-RenderedMarkdown)",
+        state="attached",
+        timeout=RENDER_SECONDS * 1000,
+    )
+    try:  # jupyterlab-myst renders the dropdowns last
+        page.wait_for_function(
+            """() => document.querySelectorAll(".jp-Notebook details").length > 0""",
+            timeout=RENDER_SECONDS * 1000,
+        )
+    except Exception:  # noqa: BLE001 - Playwright's TimeoutError; reported by the tests
+        pass
+    # The kernel starts, and JupyterLab stores its name: the moment a stale name
+    # would mark the notebook unsaved.
     try:
-        page = context.new_page()
-        page.goto(f"{lab}/lab/tree/{CHAPTER.name}", wait_until="load")
-        page.wait_for_selector(".jp-Notebook .jp-MarkdownCell", timeout=RENDER_SECONDS * 1000)
-        try:
-            page.wait_for_function(
-                """() => document.querySelectorAll(".jp-Notebook details").length > 0""",
-                timeout=RENDER_SECONDS * 1000,
-            )
-        except Exception:  # noqa: BLE001 - Playwright's TimeoutError; reported below
-            pass
-        state = page.evaluate(RENDERED)
-    finally:
-        context.close()
+        page.wait_for_function(
+            """() => /ipykernel|Python/.test(
+              (document.querySelector(".jp-Toolbar-kernelName") || {}).textContent || "")""",
+            timeout=KERNEL_SECONDS * 1000,
+        )
+    except Exception:  # noqa: BLE001
+        pass
+    page.wait_for_timeout(1500)
+    state = page.evaluate(RENDERED)
+    state["dirty"] = page.evaluate(
+        """() => [...document.querySelectorAll(".lm-DockPanel-tabBar .lm-TabBar-tab")]
+          .filter((tab) => tab.classList.contains("jp-mod-dirty"))
+          .map((tab) => tab.textContent.trim())"""
+    )
+    state["unresolved"] = sorted({text for text in CONSOLE if UNRESOLVED.search(text)})
+    _seen[name] = state
+    return state
+
+
+@pytest.fixture(params=CHAPTERS)
+def chapter(request, lab_page, lab):
+    return request.param, read_in_lab(lab_page, lab, request.param)
+
+
+def test_markdown_renders_with_closed_solution_dropdowns(chapter):
+    name, state = chapter
+    assert state["rendered"] == state["markdownCells"] > 0, (
+        f"{name}: {state['rendered']} of {state['markdownCells']} Markdown cells rendered"
+    )
     solutions = [d for d in state["dropdowns"] if d["title"].startswith("Solution")]
     assert solutions, (
-        f"JupyterLab shows no rendered Solution dropdown in {CHAPTER.name} (is "
-        f"jupyterlab-myst installed and enabled?): {state}"
+        f"JupyterLab shows no rendered Solution dropdown in {name} (is jupyterlab-myst "
+        "installed and enabled, and compatible with this JupyterLab?)"
     )
-    assert not [d for d in solutions if d["open"]], f"solution dropdowns open on arrival: {state}"
-    assert not state["rawMyst"], f"raw MyST left in the rendered Markdown: {state['rawMyst']}"
+    assert not [d for d in solutions if d["open"]], f"{name}: solution dropdowns open on arrival"
+
+
+def test_no_raw_roles_or_targets(chapter):
+    name, state = chapter
+    raw = sorted({match.group(0) for match in RAW_ROLE.finditer(state["text"])})
+    assert not raw, f"{name}: raw MyST roles or targets in JupyterLab: {raw[:8]}"
+    fences = [line for line in state["text"].splitlines() if line.strip().startswith(":::")]
+    assert not fences, f"{name}: raw directives in JupyterLab: {fences[:3]}"
+
+
+def test_no_bare_labels(chapter):
+    """Every cross-reference resolves: no "not found" mark, no label in the text, no
+    unresolved-reference warning in the console."""
+    name, state = chapter
+    assert not state["notFound"], f"{name}: unresolved references shown as {state['notFound']}"
+    bare = sorted(set(BARE_LABEL.findall(state["text"])))
+    assert not bare, f"{name}: bare labels in JupyterLab: {bare}"
+    assert not state["unresolved"], f"{name}: console: {state['unresolved'][:5]}"
+
+
+def test_no_citation_keys(chapter):
+    name, state = chapter
+    words = set(re.findall(r"[\w-]+", state["text"]))
+    keys = sorted(bibtex_keys() & words)
+    assert not keys, f"{name}: citations show their BibTeX keys in JupyterLab: {keys}"
+
+
+def test_every_figure_has_its_caption(chapter):
+    name, state = chapter
+    assert state["figures"], f"{name}: no figures rendered in JupyterLab"
+    missing = [f["cell"] for f in state["figures"] if not CAPTION.match(f["caption"] or "")]
+    assert not missing, (
+        f"{name}: figures without a 'Figure N.M:' caption below them in JupyterLab "
+        f"(cells {missing}); `make execute` writes the caption cells"
+    )
+
+
+def test_opening_does_not_mark_the_chapter_unsaved(chapter):
+    name, state = chapter
+    assert not state["dirty"], (
+        f"{name}: JupyterLab marks the notebook unsaved on opening ({state['dirty']}): "
+        "its stored kernelspec differs from the kernel's"
+    )

@@ -9,6 +9,8 @@ next/previous chain, search and the glossary are exercised across pages.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import json
 import re
@@ -28,6 +30,13 @@ SOFTMAX_CHAPTER = "chapters/07_softmax"
 FIGURE_MIN_SCALE = 0.85
 FIGURE_MAX_WIDTH = 780
 RETINA = 1.9
+# On a 390 px phone, figure text must come out at least this many CSS px high.
+# A figure's text is laid out at 100 dpi (1 pt = 100/72 logical px) and scaled
+# by shown width / logical width; the notebooks record each figure's smallest
+# font size in points in the image's output metadata (selfattention.setup()).
+PHONE_MIN_TEXT_PX = 7.0
+# A display formula this many px wider than its box must show its scroll shadow.
+CUE_MIN_OVERFLOW = 24
 VAGUE_ALT = {"a plot", "plot", "figure", "a figure", "image", "an image", "chart", "graph", "png"}
 RAW_MATH = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")
 STATIC_MATH = re.compile(r'class="math notranslate nohighlight"')
@@ -81,6 +90,26 @@ PAGES = [f"{doc}.html" for doc in DOCUMENTS] + SPECIAL_PAGES
 @cache
 def html_of(page: str) -> str:
     return (SITE / page).read_text(encoding="utf-8")
+
+
+@cache
+def figure_fonts() -> dict[str, float | None]:
+    """Smallest font size (pt) of every notebook figure, keyed by its file on the site.
+
+    myst-nb names an output image by the SHA-256 of its PNG bytes; the notebooks
+    are the site's own copies in _sources, so the two always match.
+    """
+    fonts: dict[str, float | None] = {}
+    for path in (SITE / "_sources").rglob("*.ipynb"):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            for output in cell.get("outputs", []):
+                png = output.get("data", {}).get("image/png")
+                if png is None:
+                    continue
+                name = hashlib.sha256(base64.b64decode(png)).hexdigest() + ".png"
+                meta = output.get("metadata", {}).get("image/png", {})
+                fonts[name] = meta.get("selfattention", {}).get("min_font_pt")
+    return fonts
 
 
 def title_of(page: str) -> str:
@@ -169,6 +198,13 @@ COLLECT = (
     })),
     sidebar: [...document.querySelectorAll("nav.bd-docs-nav a")].map(path),
     brand: path(document.querySelector("a.navbar-brand")),
+    // How often the book's title shows in the primary sidebar (brand and links).
+    sidebarTitles: [...document.querySelectorAll(".bd-sidebar-primary a")]
+      .filter((a) => a.checkVisibility() && a.textContent.trim()
+                     === (document.querySelector(".navbar-brand") || {}).textContent.trim())
+      .length,
+    contents: [...document.querySelectorAll(".bd-sidebar-secondary nav a")]
+      .map((a) => a.textContent.trim()),
     next: path(document.querySelector("a.right-next")),
     prev: path(document.querySelector("a.left-prev")),
     download: path(document.querySelector("a.btn-download-source-button")),
@@ -416,6 +452,24 @@ def test_sidebar_lists_every_chapter(page_facts):
     assert not missing, f"{page}: sidebar lacks {missing}"
 
 
+def test_book_title_shows_once_in_the_sidebar(page_facts):
+    """The title heads the sidebar as the link home; no second entry repeats it."""
+    facts, page = page_facts
+    assert facts.sidebarTitles == 1, (
+        f"{page}: the book's title shows {facts.sidebarTitles} times in the sidebar"
+    )
+
+
+def test_api_contents_panel_lists_the_functions(page_facts):
+    """The package reference's "Contents" panel names its functions, not only its sections."""
+    facts, page = page_facts
+    if page != "appendix/api.html":
+        pytest.skip("not the package reference")
+    entries = set(facts.contents)
+    for name in ("padding_mask()", "chunked_attention()", "MultiHeadAttention", "setup()"):
+        assert name in entries, f"{page}: the contents panel lacks {name}: {sorted(entries)[:12]}"
+
+
 def test_chapters_offer_their_notebook(page_facts, tab):
     facts, page = page_facts
     if not page.startswith("chapters/"):
@@ -432,6 +486,37 @@ def test_chapters_offer_their_notebook(page_facts, tab):
     assert notebook["nbformat"] == 4 and notebook["cells"], (
         f"{page}: {facts.download} is not a notebook"
     )
+
+
+CITATION_LINK = re.compile(r"\[(\[[^\[\]]+\])\]\(#[\w.:-]+\)")
+BIBTEX_CITATION = re.compile(r'<span class="bibtex-citation"[^>]*>(.*?)</span>', re.S)
+
+
+def test_citations_read_the_same_in_jupyterlab(site):
+    """A citation is a link whose text JupyterLab shows, "[Vaswani et al., 2017]", and
+    whose target Sphinx turns into the same words (scripts/lab_view.py): on every
+    chapter page the citations read exactly as the notebook's links, in order."""
+    checked = 0
+    for document in DOCUMENTS:
+        notebook = SITE / "_sources" / f"{document}.ipynb"
+        if not notebook.is_file():
+            continue
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        source = "\n".join(
+            "".join(cell["source"])
+            for cell in cells
+            if cell["cell_type"] == "markdown"
+            and "remove-cell" not in cell.get("metadata", {}).get("tags", [])
+        )
+        written = CITATION_LINK.findall(source)
+        shown = [
+            re.sub(r"<[^>]+>", "", match).strip()
+            for match in BIBTEX_CITATION.findall(html_of(f"{document}.html"))
+        ]
+        assert shown == written, f"{document}: the site shows {shown}, the notebook {written}"
+        checked += len(written)
+    if not checked:
+        pytest.skip("no citations in the chapters")
 
 
 def test_terms_link_to_the_glossary(page_facts):
@@ -564,6 +649,79 @@ MENU_LINKS = """() => [...document.querySelectorAll("nav.bd-docs-nav a")]
   })
   .map((a) => new URL(a.href, location.href).pathname.replace(/^\\//, "").split("#")[0])"""
 
+# What a phone reader sees of figures, formulas and inline code, read once per page:
+# - each notebook figure's logical width (its layout at 100 dpi) and shown width;
+# - each display formula wider than its box: how the box handles it (it must
+#   scroll, overflow-x auto) and whether it wears the scroll cue of book.css
+#   (shadows that stay put over covers that scroll with the formula);
+# - each short word of inline code (Sphinx's span.pre) that is split over two
+#   lines, such as `-inf` broken after its minus sign.
+PHONE_READING = """() => {
+  const figures = [...document.querySelectorAll(".bd-article .cell_output img")]
+    .filter((img) => img.checkVisibility()).map((img) => ({
+    name: (img.currentSrc || img.src).split("/").pop(),
+    logical: parseFloat(img.style.width) || parseFloat(img.getAttribute("width"))
+      || img.naturalWidth,
+    shown: img.getBoundingClientRect().width,
+  }));
+  const formulas = [...document.querySelectorAll('.bd-article mjx-container[display="true"]')]
+    .map((box, index) => {
+      const parent = box.closest("div.math");
+      const scroller = box.scrollWidth > box.clientWidth + 1 ? box
+        : parent && parent.scrollWidth > parent.clientWidth + 1 ? parent : null;
+      if (!scroller) return null;
+      const style = getComputedStyle(scroller);
+      return {index, width: scroller.clientWidth, content: scroller.scrollWidth,
+              overflow: style.overflowX, image: style.backgroundImage,
+              attachment: style.backgroundAttachment,
+              tex: (box.getAttribute("aria-label") || box.textContent).slice(0, 50)};
+    }).filter(Boolean);
+  // A word that would fit its line (its width unwrapped is within its block's)
+  // yet takes two lines. Words wider than the column (a long name in a heading)
+  // may wrap.
+  const splitWords = [...document.querySelectorAll(".bd-article code.literal span.pre")]
+    .filter((word) => {
+      if (!word.checkVisibility()) return false;
+      const size = parseFloat(getComputedStyle(word).fontSize);
+      const lines = word.getClientRects().length;
+      if (lines < 2 && word.getBoundingClientRect().height < 1.9 * size) return false;
+      const probe = word.cloneNode(true);
+      probe.style.cssText = "position: absolute; visibility: hidden; white-space: nowrap;"
+        + " display: inline-block; max-width: none";
+      word.parentElement.appendChild(probe);
+      const natural = probe.getBoundingClientRect().width;
+      probe.remove();
+      const block = word.closest("p, li, td, th, dd, dt, h1, h2, h3, h4, h5, h6, div");
+      return natural <= block.clientWidth;
+    })
+    .map((word) => word.textContent);
+  return {figures, formulas, splitWords};
+}"""
+
+# Hide a formula's glyphs, so that a screenshot of its box shows only the box's
+# background (the scroll cue); put them back.
+HIDE_GLYPHS = """([index, hide]) => {
+  const box = document.querySelectorAll('.bd-article mjx-container[display="true"]')[index];
+  box.style.color = hide ? "transparent" : "";
+  box.scrollLeft = 0;
+}"""
+
+
+def edge_luminance(png: bytes, width: int = 5) -> tuple[float, float]:
+    """Mean luminance of the left and the right `width` columns of a screenshot."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    w, h = image.size
+    pixels = image.load()
+
+    def mean(columns):
+        values = [luminance(pixels[x, y]) for x in columns for y in range(h)]
+        return sum(values) / len(values)
+
+    return mean(range(width)), mean(range(w - width, w))
+
+
 _phone_visits: dict[str, Facts] = {}
 
 
@@ -592,8 +750,28 @@ def phone_visit(phone, page: str) -> Facts:
     phone.page.evaluate(SETTLE)
     facts = Facts(phone.page.evaluate(PHONE_OVERFLOW))
     facts["url"] = phone.page.url
+    facts.update(phone.page.evaluate(PHONE_READING))
+    # The scroll cue as rendered: with the widest formula's glyphs hidden and the
+    # formula scrolled to its start, its box's right edge (more formula lies that
+    # way) must be darker than its left edge. (A formula only a few pixels too
+    # wide shows only a trace of a shadow: its cover has not scrolled away.)
+    facts["cue"] = None
+    widest = max(facts.formulas, key=lambda f: f["content"] - f["width"], default=None)
+    if widest and widest["content"] - widest["width"] >= CUE_MIN_OVERFLOW:
+        index = widest["index"]
+        phone.page.evaluate(HIDE_GLYPHS, [index, True])
+        box = phone.page.query_selector_all('.bd-article mjx-container[display="true"]')[index]
+        box.scroll_into_view_if_needed()
+        facts["cue"] = edge_luminance(box.screenshot())
+        phone.page.evaluate(HIDE_GLYPHS, [index, False])
     facts["axe"] = run_axe(phone.page, AXE_PAGE_CONTEXT)
     facts["menu"] = open_menu(phone)
+    facts["menuTitles"] = phone.page.evaluate(
+        """() => [...document.querySelectorAll(".bd-sidebar-primary a")]
+          .filter((a) => a.checkVisibility() && a.textContent.trim()
+                         === document.querySelector(".navbar-brand").textContent.trim())
+          .length"""
+    )
     facts["console_errors"] = list(phone.console_errors)
     _phone_visits[page] = facts
     return facts
@@ -611,6 +789,64 @@ def test_phone_page_does_not_pan_sideways(phone_facts):
     assert facts.scrollWidth <= facts.width, (
         f"{page} is {facts.scrollWidth}px wide on a {facts.width}px phone: {facts.culprits}"
     )
+
+
+def test_phone_figure_text_is_large_enough(phone_facts):
+    """On a 390 px phone, every figure's smallest text is at least PHONE_MIN_TEXT_PX high.
+
+    Its size on screen is its font size in points, at 100/72 logical px per
+    point, times the figure's shown width over its logical width. The font
+    size is the one each notebook recorded for the figure when it was
+    executed (selfattention.setup()); a figure without that record fails
+    until its chapter is re-executed with `make execute`.
+    """
+    facts, page = phone_facts
+    fonts = figure_fonts()
+    small, unrecorded = [], []
+    for figure in facts.figures:
+        points = fonts.get(figure["name"])
+        if points is None:
+            unrecorded.append(figure["name"][:12])
+            continue
+        pixels = points * 100 / 72 * figure["shown"] / figure["logical"]
+        if pixels < PHONE_MIN_TEXT_PX:
+            small.append(
+                f"{figure['name'][:12]}: {points:g} pt in a {figure['logical']:.0f} px figure "
+                f"shown {figure['shown']:.0f} px wide = {pixels:.1f} px"
+            )
+    assert not unrecorded, f"{page}: figures with no recorded font size (re-execute): {unrecorded}"
+    assert not small, f"{page}: figure text below {PHONE_MIN_TEXT_PX:g} px on a phone: {small}"
+
+
+def test_phone_wide_formulas_scroll_and_say_so(phone_facts):
+    """A display formula wider than a phone's column scrolls in its own box, never cut,
+    and the box shows a scroll cue: a shadow on the side where more formula lies."""
+    facts, page = phone_facts
+    for formula in facts.formulas:
+        where = f"{page}: formula {formula['index']} ({formula['tex']!r}, {formula['content']} px)"
+        assert formula["overflow"] in ("auto", "scroll"), f"{where} is cut off at the right edge"
+        assert formula["image"].count("radial-gradient") == 2, f"{where} has no scroll shadows"
+        assert "local" in formula["attachment"] and "scroll" in formula["attachment"], (
+            f"{where}: the shadows do not stay put while covers scroll ({formula['attachment']})"
+        )
+    if facts.cue is not None:
+        left, right = facts.cue
+        assert right < left - 0.05, (
+            f"{page}: a wide formula's right edge shows no shadow (luminance {left:.2f} "
+            f"at its left edge, {right:.2f} at its right)"
+        )
+
+
+def test_phone_inline_code_keeps_short_words_whole(phone_facts):
+    """Inline code breaks between its words: `-inf` or `nbval-ignore-output` never
+    splits at a hyphen, and names in tables stay whole."""
+    facts, page = phone_facts
+    assert not facts.splitWords, f"{page}: inline code split over two lines: {facts.splitWords}"
+
+
+def test_phone_menu_shows_the_title_once(phone_facts):
+    facts, page = phone_facts
+    assert facts.menuTitles == 1, f"{page}: the phone menu shows the title {facts.menuTitles}x"
 
 
 def test_phone_menu_opens_with_the_chapter_list(phone_facts):
@@ -717,6 +953,14 @@ def test_search_finds_the_softmax_chapter(tab):
     assert acceptable & set(hits), (
         f"searching 'softmax' did not find {what} {sorted(acceptable)}: {hits}"
     )
+    # Each hit's snippet is the article's own text (_static/book-search.js): not the
+    # download buttons that head the page (".ipynb .pdf"), nor TeX delimiters.
+    snippets = tab.page.eval_on_selector_all(
+        "#search-results ul.search li p.context", "ps => ps.map(p => p.textContent)"
+    )
+    assert snippets, "search shows no snippets"
+    noisy = [s[:60] for s in snippets if re.search(r"\.(pdf|ipynb)\b|\\[()\[\]]", s)]
+    assert not noisy, f"search snippets show page buttons or TeX delimiters: {noisy}"
     assert not tab.failed and not tab.foreign and not tab.console_errors
 
 

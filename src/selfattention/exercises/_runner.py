@@ -58,12 +58,133 @@ def _to_numpy(value: Any) -> Any:
     return value
 
 
-def _summary(value: Any) -> str:
-    array = np.asarray(value) if not isinstance(value, (tuple, list)) else None
-    if array is not None and array.dtype != object:
-        text = np.array2string(array, precision=4, suppress_small=True, threshold=20)
-        return f"{text} (shape {array.shape})"
-    return repr(value)
+#: Slices of a 3-D or larger array shown in a failure report, at most.
+MAX_SLICES = 6
+#: The report's lines stay within the 79 characters of a notebook's output.
+LINE_WIDTH = 79
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    """``value`` as a numeric or boolean array, or None if it is not one."""
+    if isinstance(value, (tuple, list)):
+        try:
+            array = np.asarray(value)
+        except ValueError:  # ragged
+            return None
+    else:
+        array = np.asarray(value)
+    return array if array.dtype.kind in "biuf" else None
+
+
+def _element_formatter(arrays: Sequence[np.ndarray]) -> Callable[[Any], str]:
+    """One format for the elements of every array, padded to one width, so that
+    the expected and the returned values line up column by column."""
+    if all(array.dtype.kind == "b" for array in arrays):
+        texts = {True: "True", False: "False"}
+        return lambda value: texts[bool(value)].rjust(5)
+    values = np.concatenate([array.astype(np.float64).ravel() for array in arrays])
+
+    def text(value: Any) -> str:
+        value = float(value)
+        if np.isnan(value):
+            return "nan"
+        if np.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if value == round(value):
+            return f"{value:.0f}." if abs(value) < 1e6 else f"{value:.3g}"  # 3., -1e+09
+        return f"{value:.4f}" if 1e-4 <= abs(value) < 1e5 else f"{value:.3e}"
+
+    width = max((len(text(value)) for value in values), default=1)
+    return lambda value: text(value).rjust(width)
+
+
+def _slice_name(index: tuple[int, ...]) -> str:
+    return "[" + ", ".join([str(int(i)) for i in index] + [":", ":"]) + "]"
+
+
+def _array_lines(
+    array: np.ndarray,
+    label: str,
+    element: Callable[[Any], str],
+    slices: Sequence[int] | None = None,
+    note: str = "",
+) -> list[str]:
+    """``array`` after ``label``; a 3-D or larger one as 2-D slices, each named.
+
+    Rows continue under the first row's opening bracket, so nothing is ragged,
+    and two arrays formatted with the same ``element`` line up. ``slices``
+    picks which 2-D slices (numbered in C order) to show, by default the first
+    ``MAX_SLICES``, and ``note`` says what the others are.
+    """
+    options = {"formatter": {"all": element}, "separator": " ", "threshold": 60}
+    if array.ndim <= 2:
+        prefix = f"  {label} "
+        shape = f" (shape {array.shape})"
+        body = np.array2string(
+            array, prefix=prefix, max_line_width=LINE_WIDTH - len(shape), **options
+        )
+        return [prefix + body + shape]
+    lead = array.shape[:-2]
+    count = int(np.prod(lead))
+    shown = list(range(min(count, MAX_SLICES))) if slices is None else list(slices)
+    flat = array.reshape(count, *array.shape[-2:])
+    lines = [f"  {label} shape {array.shape}"]
+    for k in shown:
+        prefix = f"    {_slice_name(np.unravel_index(k, lead))} "
+        body = np.array2string(flat[k], prefix=prefix, max_line_width=LINE_WIDTH, **options)
+        lines.append(prefix + body)
+    if len(shown) < count:
+        lines.append(f"    ({note or f'{count - len(shown)} more slices not shown'})")
+    return lines
+
+
+def _show(expected: Any, got: Any) -> str:
+    """The expected and the returned value, one below the other, aligned.
+
+    A 3-D or larger result is shown as 2-D slices; when it has more than
+    ``MAX_SLICES`` of them, the ones that differ come first.
+    """
+    want, have = _as_array(expected), _as_array(got)
+    if want is None or have is None:
+        return f"  expected: {expected!r}\n  got:      {got!r}"
+    slices, note = None, ""
+    if want.ndim > 2 and want.shape == have.shape:
+        count = int(np.prod(want.shape[:-2]))
+        if count > MAX_SLICES:
+            flat_want = want.reshape(count, -1)
+            flat_have = have.reshape(count, -1)
+            differ = [
+                k
+                for k in range(count)
+                if not np.array_equal(flat_want[k], flat_have[k], equal_nan=True)
+            ]
+            slices = (differ or list(range(count)))[:MAX_SLICES]
+            hidden_differ = len(differ) - len([k for k in slices if k in differ])
+            note = f"{count - len(slices) - hidden_differ} more slices equal"
+            if hidden_differ:
+                note += f", {hidden_differ} more differ"
+    element = _element_formatter([want, have])
+    return "\n".join(
+        _array_lines(want, "expected:", element, slices, note)
+        + _array_lines(have, "got:     ", element, slices, note)
+    )
+
+
+def _failing_item(expected: Any, got: Any, atol: float, rtol: float) -> tuple[Any, Any]:
+    """The innermost items of two matching tuples or lists that differ, to show."""
+    while (
+        isinstance(expected, (tuple, list))
+        and isinstance(got, (tuple, list))
+        and len(expected) == len(got)
+        and _as_array(expected) is None
+    ):
+        for want, have in zip(expected, got, strict=True):
+            if _mismatch(want, have, atol, rtol):
+                expected, got = want, have
+                break
+        else:
+            break
+    return expected, got
 
 
 def _mismatch(expected: Any, got: Any, atol: float, rtol: float) -> str | None:
@@ -165,18 +286,13 @@ def run_checks(
                 f"✗ {name}: case {number} ({case.description}) raised {type(exc).__name__}: {exc}"
             )
             return False
-        reason = _mismatch(
-            expected,
-            got,
-            atol if case.atol is None else case.atol,
-            rtol if case.rtol is None else case.rtol,
-        )
+        case_atol = atol if case.atol is None else case.atol
+        case_rtol = rtol if case.rtol is None else case.rtol
+        reason = _mismatch(expected, got, case_atol, case_rtol)
         if reason:
             # The reason gets its own line, so that each line fits the page.
-            print(
-                f"✗ {name}: case {number} ({case.description})\n  {reason}\n"
-                f"  expected: {_summary(expected)}\n  got:      {_summary(got)}"
-            )
+            print(f"✗ {name}: case {number} ({case.description})\n  {reason}")
+            print(_show(*_failing_item(expected, got, case_atol, case_rtol)))
             return False
     print(f"✓ {name}: all {len(cases)} cases pass")
     return True
