@@ -148,6 +148,7 @@ def lab(tmp_path_factory):
         "--ServerApp.port_retries=0",
         "--IdentityProvider.token=",
         "--ServerApp.disable_check_xsrf=True",
+        "--LabApp.expose_app_in_browser=True",  # window.jupyterapp opens each chapter
     ]
     if os.geteuid() == 0:  # CI runs as root; Jupyter refuses root without this
         args.append("--allow-root")
@@ -230,12 +231,29 @@ CONSOLE: list[str] = []  # what the JupyterLab page logged since the last chapte
 _seen: dict[str, dict] = {}
 
 
+# Open a notebook in the running JupyterLab (the app is exposed to the page for
+# the test), after disposing of the one before, so that one app serves every
+# chapter and the page holds one notebook at a time.
+OPEN = """async (path) => {
+  const app = window.jupyterapp;
+  await app.restored;
+  for (const widget of [...app.shell.widgets("main")]) widget.dispose();
+  await app.commands.execute("docmanager:open", {path});
+}"""
+
+
 def read_in_lab(page, lab: str, name: str) -> dict:
     """Open chapter `name` in JupyterLab once, let it render, and record what it shows."""
     if name in _seen:
         return _seen[name]
+    if not page.evaluate("() => !!(window.jupyterapp && window.jupyterapp.shell)"):
+        page.goto(f"{lab}/lab?reset", wait_until="load")
+        page.wait_for_function(
+            "() => !!(window.jupyterapp && window.jupyterapp.shell)",
+            timeout=RENDER_SECONDS * 1000,
+        )
     CONSOLE.clear()
-    page.goto(f"{lab}/lab/tree/{name}.ipynb?reset", wait_until="load")
+    page.evaluate(OPEN, f"{name}.ipynb")
     page.wait_for_selector(
         ".jp-Notebook .jp-MarkdownCell :is(.myst, .jp-RenderedMarkdown)",
         state="attached",
@@ -258,7 +276,7 @@ def read_in_lab(page, lab: str, name: str) -> dict:
         )
     except Exception:  # noqa: BLE001
         pass
-    page.wait_for_timeout(1500)
+    page.wait_for_timeout(1000)
     state = page.evaluate(RENDERED)
     state["dirty"] = page.evaluate(
         """() => [...document.querySelectorAll(".lm-DockPanel-tabBar .lm-TabBar-tab")]
