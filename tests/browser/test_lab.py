@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -134,7 +135,15 @@ def lab(tmp_path_factory):
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     for path in SOURCE.glob("*.ipynb"):
-        shutil.copy(path, notebooks)
+        # JupyterLab also records the running Python's version in language_info,
+        # which no stored notebook can match on every machine (make execute stores
+        # the executing machine's): the copies carry this machine's, so that the
+        # dirty-on-open check tests what the notebooks control, their kernelspec.
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        notebook.get("metadata", {}).get("language_info", {})["version"] = (
+            platform.python_version()
+        )
+        (notebooks / path.name).write_text(json.dumps(notebook), encoding="utf-8")
     settings = tmp_path / "settings"
     for plugin, values in LAB_SETTINGS.items():
         package, name = plugin.rsplit("/", 1)
