@@ -7,6 +7,10 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
+# pytest-xdist workers for the unit tests, the notebooks and the browser tests
+# (CI's machines have two cores; WORKERS=0 runs everything in one process).
+WORKERS ?= 2
+XDIST := -n $(WORKERS)
 JB_STRICT := -W -n --keep-going
 PORT ?= 8000
 # Debian's Chromium drives the browser tests, `make pdf` and `make screenshot`.
@@ -17,7 +21,7 @@ BROWSER_PYTEST := --confcutdir=tests/browser -p no:nbval
 RENDERED_PYTEST := --confcutdir=tests/rendered -p no:nbval
 
 .DEFAULT_GOAL := help
-.PHONY: help setup book test lint format pre-commit pre-commit-install test-unit test-notebooks test-book test-browser pdf screenshot lab serve execute bench bench-attention clean
+.PHONY: help setup book test test-fast lint format pre-commit pre-commit-install test-unit test-notebooks test-book test-browser pdf screenshot lab serve execute bench bench-attention clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -40,6 +44,8 @@ test: lint test-unit test-notebooks test-book ## Run the whole suite (lint, unit
 	else echo "Browser tests skipped: no Chromium here (apt-get install -y chromium, then make test-browser)"; fi
 	@echo "make test: all checks passed"
 
+test-fast: lint test-unit ## The quick loop: lint and the unit tests (not the notebooks, the build or the browser); CI runs make test
+
 lint: $(STAMP) ## ruff: lint src, tests, scripts and the notebooks; check formatting
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -55,11 +61,10 @@ pre-commit-install: $(STAMP) ## Install the pre-commit hooks into .git/hooks
 	$(BIN)/pre-commit install
 
 test-unit: $(STAMP) ## Unit, property and notebook-hygiene tests, and every docstring example
-	$(BIN)/pytest tests --ignore=tests/browser --ignore=tests/rendered
-	$(BIN)/pytest --doctest-modules src
+	$(BIN)/pytest $(XDIST) --doctest-modules tests src --ignore=tests/browser --ignore=tests/rendered
 
 test-notebooks: $(STAMP) ## Re-execute every chapter with nbval and compare outputs
-	$(BIN)/pytest $(NBVAL) chapters
+	$(BIN)/pytest $(NBVAL) $(XDIST) --dist loadfile chapters
 
 test-book: $(STAMP) ## Build the site from a clean _build with warnings as errors; no raw MyST on its pages
 	rm -rf _build
@@ -68,7 +73,7 @@ test-book: $(STAMP) ## Build the site from a clean _build with warnings as error
 
 test-browser: $(STAMP) ## Chromium on every page of _build/html: offline, math, images, search, axe
 	@test -f _build/html/index.html || { echo "No site yet: run 'make book' first"; exit 1; }
-	$(BIN)/pytest tests/browser $(BROWSER_PYTEST)
+	$(BIN)/pytest tests/browser $(BROWSER_PYTEST) $(XDIST)
 
 pdf: $(STAMP) ## Print the whole book to one PDF with Chromium: _build/pdf/book.pdf
 	$(BIN)/jupyter-book build . --builder singlehtml

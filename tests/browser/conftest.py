@@ -5,13 +5,15 @@ build). They need Chromium at /usr/bin/chromium (`apt-get install -y chromium`)
 and never download a browser. Without Chromium they are skipped, unless
 BOOK_REQUIRE_BROWSER is set (as in CI), where that is a failure.
 
-One browser and one tab serve the whole run. Each page of the site is loaded
-once (`visit`), its facts are collected in one pass and cached, and the tests
-assert on those facts, so the suite stays around a minute on two cores.
+Each worker (`make test-browser` runs two) has one browser and one tab per
+viewport. Each page of the site is loaded once per viewport (`visit`), its
+facts are collected in one pass and cached, and the tests assert on those
+facts; `scope_of` sends every test of one page and viewport to one worker.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -20,11 +22,55 @@ import pytest
 from book_site import AXE_REPORT, CHROMIUM, CHROMIUM_ARGS, SITE, serve
 
 
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: the tests that share one page load, or the Lab.
+
+    `make test-browser` runs two pytest-xdist workers. Each has its own
+    Chromium and its own cache of page visits, so all the tests that read one
+    visit go to one worker, one after another, and each page is still loaded
+    once per viewport. A test that reads a visit is parametrized by its page,
+    and the id says the viewport: "chapters/07_softmax.html" (desktop, whichever
+    module asks), "phone:chapters/07_softmax.html", "no-script:...". The
+    JupyterLab checks share one server; every other test is a unit of its own.
+    """
+    path, _, name = nodeid.partition("::")
+    if path.endswith("test_lab.py"):
+        return "lab"
+    if name.endswith("]"):
+        return name[name.index("[") + 1 : -1]
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Schedule the browser tests by page (scope_of), the biggest units first."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class PageScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return PageScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.browser)
+
+
+def pytest_sessionfinish(session):
+    """On an xdist worker, hand this worker's axe-core counts to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["axe_report"] = json.dumps(AXE_REPORT)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # noqa: ARG001 - the signature is xdist's
+    """On the xdist controller, gather the axe-core counts of each worker that finished."""
+    AXE_REPORT.update(json.loads(getattr(node, "workeroutput", {}).get("axe_report", "{}")))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -461,22 +461,39 @@ def test_every_control_changes_the_figure(page, tab):
             )
 
 
-def test_keyboard_moves_are_the_expected_ones(tab):
-    """One figure of each kind, step by step: what each key press selects."""
-    softmax = dict(visit(tab, PAGES[0])["steps"][0])
-    taus = visit(tab, PAGES[0])["hosts"][0]["data"]["taus"]
-    start = visit(tab, PAGES[0])["hosts"][0]["data"]["start"]
+# One figure of each kind, step by step: what each key press selects. Each test
+# is parametrized by its page, so that it runs where that page's visit is
+# (conftest.scope_of).
+SOFTMAX_PAGE = "chapters/02_search_analogy.html"
+HEADS_PAGE = "chapters/09_multi_head_attention.html"
+MASKS_PAGE = "chapters/10_masked_and_cross_attention.html"
+
+
+@pytest.mark.parametrize("page", [SOFTMAX_PAGE])
+def test_keyboard_moves_the_softmax_slider(page, tab):
+    facts = visit(tab, page)
+    softmax = dict(facts["steps"][0])
+    taus = facts["hosts"][0]["data"]["taus"]
+    start = facts["hosts"][0]["data"]["start"]
     assert softmax["ArrowRight"]["state"]["tau"] == taus[start + 2]
     assert softmax["Home"]["state"]["tau"] == taus[0]
     assert softmax["End"]["state"]["tau"] == taus[-1]
-    facts = visit(tab, "chapters/09_multi_head_attention.html")
+
+
+@pytest.mark.parametrize("page", [HEADS_PAGE])
+def test_keyboard_moves_the_query_and_the_head(page, tab):
+    facts = visit(tab, page)
     queries = [seen["state"]["query"] for _, seen in facts["steps"][0]]
     start = facts["hosts"][0]["data"]["start_query"]
     # focus query 0, Down, Down, End, Up, Home, hover query 3, hover away, next head
     assert queries == [start, 0, 1, 2, 5, 4, 0, 3, 0, 0], queries
     assert facts["pressed"] == ["true"], "the focused query button is not the selected one"
     assert facts["steps"][0][-1][1]["state"]["heads"] == [1]
-    masks = dict(visit(tab, "chapters/10_masked_and_cross_attention.html")["steps"][0])
+
+
+@pytest.mark.parametrize("page", [MASKS_PAGE])
+def test_keyboard_and_clicks_move_the_mask(page, tab):
+    masks = dict(visit(tab, page)["steps"][0])
     assert masks["kind ArrowRight"]["state"]["kind"] == "padding"
     assert masks["length ArrowLeft"]["state"]["length"] == 2
     assert masks["click cross"]["state"]["kind"] == "cross"
@@ -495,7 +512,7 @@ def test_accessible_in_dark_mode_after_use(page, tab):
         assert min(channels) >= 150, f"{page}: the figure's text is {color} in dark mode"
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", PAGES, ids=[f"phone:{page}" for page in PAGES])
 def test_on_a_phone_it_fits_and_answers_a_tap(page, phone):
     facts = phone_visit(phone, page)
     for overflow in facts["overflow"]:  # before and after the taps
@@ -515,7 +532,7 @@ def test_in_print_only_the_static_figure_shows(page, tab):
         assert not figure["widget"] and figure["image"], f"{page} in print: {figure}"
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", PAGES, ids=[f"no-script:{page}" for page in PAGES])
 def test_without_javascript_the_static_figure_shows(page, browser, server):
     for figure in no_script_visit(browser, server, page):
         assert not figure["shown"] and not figure["drawn"], f"{page}: {figure}"
@@ -545,11 +562,12 @@ def test_the_stored_data_is_what_the_notebooks_wrote():
 CLASSIFIER = "chapters/11_training_attention.html"
 
 
-def test_the_classifier_reads_what_the_reader_types(tab):
+@pytest.mark.parametrize("page", [CLASSIFIER])
+def test_the_classifier_reads_what_the_reader_types(page, tab):
     """Typed text goes through the same tokenizer and model; an unknown word is named."""
-    if CLASSIFIER not in FIGURES:
+    if page not in FIGURES:
         pytest.skip("chapter 11 has no interactive figure yet")
-    facts = visit(tab, CLASSIFIER)
+    facts = visit(tab, page)
     host = next(h for h in facts["hosts"] if h["kind"] == "classifier")
     steps = dict(facts["steps"][facts["hosts"].index(host)])
     typed = steps["type"]  # "A Jedi always pays his debts.": lower case, no full stop
