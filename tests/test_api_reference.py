@@ -265,7 +265,10 @@ def test_constant_comments_do_not_read_as_types(module_name):
 def test_examples_run_as_tests_in_make_test():
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     target = makefile.split("\ntest-unit:", 1)[1].split("\n\n", 1)[0]
-    assert "--doctest-modules src" in target, "make test-unit does not run the docstring examples"
+    command = next(line for line in target.splitlines() if "pytest" in line).split()
+    assert "--doctest-modules" in command and "src" in command, (
+        "make test-unit does not run the docstring examples"
+    )
 
 
 @pytest.mark.parametrize(
