@@ -8,6 +8,7 @@ import functools
 import http.server
 import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -50,11 +51,19 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """Say nothing when the browser drops a connection (a page left mid-load)."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 @contextlib.contextmanager
 def serve(directory: Path):
     """Serve ``directory`` on 127.0.0.1 on a free port, from a thread; yield the base URL."""
     handler = functools.partial(_QuietHandler, directory=str(directory))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
