@@ -434,6 +434,19 @@ def bad_int(draw, *, allow_zero: bool = False) -> tuple[Any, str]:
     return value, f"int {type(value).__name__} {value!r}"
 
 
+def bad_seed(draw) -> tuple[Any, str]:
+    """A seed the training loops refuse (None is a valid seed there: -5 instead)."""
+    value, kind = bad_int(draw, allow_zero=True)
+    return (-5, "int negative") if value is None else (value, kind)
+
+
+def bad_learning_rate(draw) -> tuple[Any, str]:
+    """A learning rate the training loops refuse: not a number, or not positive."""
+    if draw(st.booleans()):
+        return draw(st.sampled_from([0.0, -0.1])), "not positive"
+    return bad_number(draw)
+
+
 # ---------------------------------------------------------------------------
 # Targets: each draws a valid call, then breaks one argument
 # ---------------------------------------------------------------------------
@@ -1546,13 +1559,9 @@ def train_chapter11(draw) -> Call:
     elif broken in ("epochs", "batch_size"):
         kwargs[broken], kind = bad_int(draw)
     elif broken == "seed":
-        kwargs["seed"], kind = bad_int(draw, allow_zero=True)
-        if kwargs["seed"] is None:
-            kwargs["seed"], kind = -5, "int negative"
+        kwargs["seed"], kind = bad_seed(draw)
     elif broken == "lr":
-        kwargs["lr"], kind = bad_number(draw)
-        if draw(st.booleans()):
-            kwargs["lr"], kind = draw(st.sampled_from([0.0, -0.1])), "not positive"
+        kwargs["lr"], kind = bad_learning_rate(draw)
     else:
         kwargs[broken], kind = draw(st.sampled_from([("print", "str"), (1, "int")]))
     watch = {"model": model}
@@ -1626,13 +1635,9 @@ def train_chapter15(draw) -> Call:
     elif broken in ("steps", "batch_size", "log_every"):
         kwargs[broken], kind = bad_int(draw)
     elif broken == "seed":
-        kwargs["seed"], kind = bad_int(draw, allow_zero=True)
-        if kwargs["seed"] is None:
-            kwargs["seed"], kind = -5, "int negative"
+        kwargs["seed"], kind = bad_seed(draw)
     elif broken == "lr":
-        kwargs["lr"], kind = bad_number(draw)
-        if draw(st.booleans()):
-            kwargs["lr"], kind = draw(st.sampled_from([0.0, -0.1])), "not positive"
+        kwargs["lr"], kind = bad_learning_rate(draw)
     else:
         kwargs["log"], kind = draw(st.sampled_from([("print", "str"), (1, "int")]))
     watch = {"model": model}

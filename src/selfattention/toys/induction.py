@@ -38,7 +38,7 @@ from .._checks import (
     check_same_device,
     describe,
 )
-from .training import _unchanged_on_error
+from .training import _one_deterministic_thread, _unchanged_on_error
 
 
 def _as_generator(seed: int | np.random.Generator, name: str = "seed") -> np.random.Generator:
@@ -671,36 +671,29 @@ def train_induction(
     _check_fits(model, task.bos, task.length + 1, "task")  # BOS is the task's largest id
     _check_fits(model, *_extent(eval_batch.ids), "eval_batch")
 
-    threads = torch.get_num_threads()
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with _unchanged_on_error(model):  # a call that raises leaves the model as it was
-            rng = np.random.default_rng(seed)
-            optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-            history: list[Checkpoint] = []
+    # A call that raises leaves the model as it was.
+    with _one_deterministic_thread(), _unchanged_on_error(model):
+        rng = np.random.default_rng(seed)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+        history: list[Checkpoint] = []
 
-            def checkpoint(step: int) -> None:
-                history.append(measure(model, eval_batch, step))
-                if log is not None:
-                    log(history[-1].line())
+        def checkpoint(step: int) -> None:
+            history.append(measure(model, eval_batch, step))
+            if log is not None:
+                log(history[-1].line())
 
-            for step in range(steps):
-                if step % log_every == 0:
-                    checkpoint(step)
-                model.train()
-                ids = task.sample(batch_size, rng).ids  # (B, T), fresh every step
-                logits, _ = model(ids)  # (B, T, num_ids)
-                loss = nn.functional.cross_entropy(  # logits[:, i] predict ids[:, i + 1]
-                    logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
-                )
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            checkpoint(steps)
-            model.eval()
-            return history
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
+        for step in range(steps):
+            if step % log_every == 0:
+                checkpoint(step)
+            model.train()
+            ids = task.sample(batch_size, rng).ids  # (B, T), fresh every step
+            logits, _ = model(ids)  # (B, T, num_ids)
+            loss = nn.functional.cross_entropy(  # logits[:, i] predict ids[:, i + 1]
+                logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)
+            )
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        checkpoint(steps)
+        model.eval()
+        return history

@@ -46,6 +46,34 @@ class EpochResult:
 
 
 @contextmanager
+def _one_deterministic_thread() -> Iterator[None]:
+    """Run the body on one thread with deterministic algorithms; put both settings back.
+
+    The training loops run this way so that a run gives the same numbers
+    whatever the machine's core count. The caller's settings are restored
+    however the body ends.
+
+    Examples
+    --------
+    >>> threads = torch.get_num_threads()
+    >>> with _one_deterministic_thread():
+    ...     torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    (1, True)
+    >>> torch.get_num_threads() == threads
+    True
+    """
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+
+@contextmanager
 def _unchanged_on_error(model: nn.Module) -> Iterator[None]:
     """Run the body; if it raises, put ``model`` and torch's random state back as they were.
 
@@ -212,39 +240,32 @@ def train_classifier(
     if not parameters:
         raise ValueError("model has no trainable parameters")
 
-    threads = torch.get_num_threads()
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with _unchanged_on_error(model):  # a call that raises leaves the model as it was
-            generator = torch.Generator().manual_seed(seed)
-            optimizer = torch.optim.Adam(parameters, lr=lr)
-            history = []
+    # A call that raises leaves the model as it was.
+    with _one_deterministic_thread(), _unchanged_on_error(model):
+        generator = torch.Generator().manual_seed(seed)
+        optimizer = torch.optim.Adam(parameters, lr=lr)
+        history = []
+        if on_epoch_end is not None:
+            on_epoch_end(0, model)
+        for epoch in range(1, epochs + 1):
+            model.train()
+            order = torch.randperm(len(train), generator=generator)  # (N,)
+            total = 0.0
+            for start in range(0, len(train), batch_size):
+                part = train.subset(order[start : start + batch_size])
+                logits, _ = model(part.ids, part.mask)  # (b, C)
+                loss = nn.functional.cross_entropy(logits, part.labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss.item() * len(part)
+            _, train_accuracy = evaluate(model, train)
+            heldout_accuracy = evaluate(model, heldout)[1] if heldout is not None else None
+            result = EpochResult(epoch, total / len(train), train_accuracy, heldout_accuracy)
+            history.append(result)
+            if log is not None:
+                log(result.line())
             if on_epoch_end is not None:
-                on_epoch_end(0, model)
-            for epoch in range(1, epochs + 1):
-                model.train()
-                order = torch.randperm(len(train), generator=generator)  # (N,)
-                total = 0.0
-                for start in range(0, len(train), batch_size):
-                    part = train.subset(order[start : start + batch_size])
-                    logits, _ = model(part.ids, part.mask)  # (b, C)
-                    loss = nn.functional.cross_entropy(logits, part.labels)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-                    total += loss.item() * len(part)
-                _, train_accuracy = evaluate(model, train)
-                heldout_accuracy = evaluate(model, heldout)[1] if heldout is not None else None
-                result = EpochResult(epoch, total / len(train), train_accuracy, heldout_accuracy)
-                history.append(result)
-                if log is not None:
-                    log(result.line())
-                if on_epoch_end is not None:
-                    on_epoch_end(epoch, model)
-            model.eval()
-            return history
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
+                on_epoch_end(epoch, model)
+        model.eval()
+        return history
