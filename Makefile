@@ -21,7 +21,7 @@ BROWSER_PYTEST := --confcutdir=tests/browser -p no:nbval
 RENDERED_PYTEST := --confcutdir=tests/rendered -p no:nbval
 
 .DEFAULT_GOAL := help
-.PHONY: help setup book test test-fast lint format pre-commit pre-commit-install test-unit test-notebooks test-book test-browser pdf screenshot lab serve execute bench bench-attention clean
+.PHONY: help setup book test test-fast test-adverse lint format pre-commit pre-commit-install test-unit test-notebooks test-book test-browser pdf screenshot lab serve execute bench bench-attention clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -65,6 +65,11 @@ test-unit: $(STAMP) ## Unit, property and notebook-hygiene tests, and every docs
 
 test-notebooks: $(STAMP) ## Re-execute every chapter with nbval and compare outputs
 	$(BIN)/pytest $(NBVAL) $(XDIST) --dist loadfile chapters
+
+# Not part of make test (it takes minutes): run it after any change to a cell that measures.
+test-adverse: $(STAMP) ## nbval over every chapter on one thread and one core, on a busy machine, with baseline CPU kernels
+	$(PY) scripts/adverse.py one-thread -- $(BIN)/pytest $(NBVAL) chapters
+	$(PY) scripts/adverse.py busy baseline -- $(BIN)/pytest $(NBVAL) $(XDIST) --dist loadfile chapters
 
 test-book: $(STAMP) ## Build the site from a clean _build with warnings as errors; no raw MyST on its pages
 	rm -rf _build

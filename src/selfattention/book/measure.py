@@ -20,6 +20,12 @@ def count_multiply_adds(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> in
     ``torch.no_grad()`` (a forward pass only), and what it returns is
     discarded; anything it changes, such as a ``KVCache``, stays changed.
 
+    ``F.scaled_dot_product_attention`` runs on its math backend here: the
+    counter does not see inside PyTorch's fused CPU kernel (which 4-D inputs
+    without a mask would take), and would count 0 for its products. The math
+    backend does the same two products, so the count is the same whichever
+    kernel a normal call would pick.
+
     Parameters
     ----------
     fn : callable
@@ -47,11 +53,24 @@ def count_multiply_adds(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> in
     >>> layer = torch.nn.Linear(16, 8, bias=False)
     >>> count_multiply_adds(layer, torch.ones(5, 16))  # 5 rows of 16 x 8
     640
+
+    One decoding step of 4 heads over 1000 cached keys of width 64: the
+    query against every key, then the weights against every value.
+
+    >>> import torch.nn.functional as F
+    >>> query, keys = torch.ones(1, 4, 1, 64), torch.ones(1, 4, 1000, 64)
+    >>> count_multiply_adds(F.scaled_dot_product_attention, query, keys, keys)
+    512000
     """
     check_callable(fn, "fn")
     import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
+    with (
+        FlopCounterMode(display=False) as counter,
+        torch.no_grad(),
+        sdpa_kernel(SDPBackend.MATH),
+    ):
         fn(*args, **kwargs)
     return int(counter.get_total_flops()) // 2
