@@ -58,11 +58,10 @@ def test_not_callable():
 
 @pytest.mark.parametrize("t_q, t_k", [(1, 1000), (64, 64), (5, 37)])
 def test_fused_attention_on_a_cpu_is_counted(t_q, t_k):
-    # 4-D inputs without a mask take PyTorch's fused CPU kernel, which
-    # FlopCounterMode alone counts as 0.
-    heads, d_k, d_v = 4, 16, 8
-    query = torch.randn(2, heads, t_q, d_k)
-    key = torch.randn(2, heads, t_k, d_k)
-    value = torch.randn(2, heads, t_k, d_v)
+    # 4-D inputs of one width without a mask take PyTorch's fused CPU
+    # kernel, which FlopCounterMode alone counts as 0.
+    heads, d = 4, 16
+    query = torch.randn(2, heads, t_q, d)
+    key, value = torch.randn(2, 2, heads, t_k, d)
     count = count_multiply_adds(F.scaled_dot_product_attention, query, key, value)
-    assert count == 2 * heads * t_q * t_k * (d_k + d_v)
+    assert count == 2 * 2 * heads * t_q * t_k * d  # batch 2, two products
