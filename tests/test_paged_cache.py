@@ -130,7 +130,9 @@ def test_prefill_then_decode_equals_one_causal_pass():
     layer = _layer()
     torch.manual_seed(2)
     cache = PagedKVCache(32, 4, 2, 4, dtype=F64)
-    xs = [torch.randn(1, n, 16, dtype=F64) for n in (7, 13, 5)]  # prompts of 3, 9, 1 + 4 decoded tokens
+    xs = [
+        torch.randn(1, n, 16, dtype=F64) for n in (7, 13, 5)
+    ]  # prompts of 3, 9, 1 + 4 decoded tokens
     seqs = [cache.new_sequence() for _ in xs]
     with torch.no_grad():
         outs = [paged_forward(layer, x[:, :-4], cache, [s]) for x, s in zip(xs, seqs, strict=True)]
@@ -188,7 +190,9 @@ def test_fork_and_copy_on_write_leave_the_parent_unchanged(prompt):
     assert torch.equal(parent_k, key) and torch.equal(parent_v, value)  # the parent is unchanged
     assert cache.block_table(parent) == table
     child_k, _ = cache.keys_values(child)
-    assert torch.equal(child_k[:, :prompt], key) and torch.equal(child_k[:, prompt:], torch.ones(1, 2, 3, dtype=F64))
+    assert torch.equal(child_k[:, :prompt], key) and torch.equal(
+        child_k[:, prompt:], torch.ones(1, 2, 3, dtype=F64)
+    )
     full = prompt // 4
     assert cache.block_table(child)[:full] == table[:full]  # full blocks stay shared
     if prompt % 4:  # the partly filled block was copied, exactly once
@@ -278,11 +282,13 @@ class AllocatorMachine(RuleBasedStateMachine):
     the blocks in use, what an append needs, and what every read returns.
     """
 
-    NUM_BLOCKS, BLOCK = 12, 3
+    NUM_BLOCKS, BLOCK = 8, 3
 
     @initialize()
     def start(self):
-        self.cache = PagedKVCache(self.NUM_BLOCKS, self.BLOCK, num_kv_heads=1, head_dim=1, dtype=F64)
+        self.cache = PagedKVCache(
+            self.NUM_BLOCKS, self.BLOCK, num_kv_heads=1, head_dim=1, dtype=F64
+        )
         self.tokens: dict[int, list[float]] = {}
         self.names: dict[int, list[int]] = {}
         self.fresh = 0
@@ -310,6 +316,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         length, names = len(self.tokens[seq]), self.names[seq]
         copy = count > 0 and length % self.BLOCK != 0 and self._sharers(names[-1]) > 1
         needed = int(copy) + math.ceil((length + count) / self.BLOCK) - len(names)
+        assert self.cache.allocator.blocks_needed([seq], count) == needed
         values = [self.counter + i for i in range(count)]
         key = torch.tensor(values, dtype=F64).view(1, count, 1)
         if needed > self.NUM_BLOCKS - self._in_use():
@@ -370,7 +377,9 @@ class AllocatorMachine(RuleBasedStateMachine):
 
 TestAllocatorMachine = AllocatorMachine.TestCase
 TestAllocatorMachine.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None,
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 
@@ -381,7 +390,7 @@ TestAllocatorMachine.settings = settings(
 
 
 def _prefill_with_prefix_cache(layers, caches, allocator, tokens, embed):
-    """Start a request with ``tokens`` (its prompt), reusing the cached prefix; prefill the rest."""
+    """Start a request with prompt ``tokens``, reusing the cached prefix; prefill the rest."""
     seq = allocator.new_sequence(tokens)
     skipped = allocator.length(seq)
     h = embed[tokens[skipped:]][None]  # (1, T_rest, d_model)
@@ -399,7 +408,9 @@ def test_a_reused_prefix_gives_the_outputs_of_a_recomputed_one():
     allocator = PrefixCachingAllocator(40, 4)
     caches = [PagedKVCache(40, 4, 2, 4, dtype=F64, allocator=allocator) for _ in layers]
     system = list(range(10))  # 2 full blocks and 2 tokens
-    first, skipped, _ = _prefill_with_prefix_cache(layers, caches, allocator, system + [11, 12], embed)
+    first, skipped, _ = _prefill_with_prefix_cache(
+        layers, caches, allocator, system + [11, 12], embed
+    )
     assert skipped == 0
     question = system + [13, 14, 15]
     second, skipped, out = _prefill_with_prefix_cache(layers, caches, allocator, question, embed)
@@ -433,7 +444,19 @@ def test_one_token_changed_inside_a_block_reuses_nothing_from_that_block_on():
     assert len(allocator.cached_blocks(tokens + [0])) == 4
     assert len(allocator.cached_blocks(tokens)) == 3  # one token is always left to compute
     hashes = block_hashes(tokens, 4)
-    assert block_hashes([0, 1, 2, 3] * 4, 4)[1] != hashes[1]  # chained, not per block
+    assert block_hashes([9, 9, 9, 9] + tokens[4:], 4)[1] != hashes[1]  # chained
+
+
+def test_a_block_is_reused_only_after_the_same_blocks_before_it():
+    """Prompt [A, B]: block B cached after [C, B] must not be reused (other keys before)."""
+    a, b_, c = [1, 1], [2, 2], [3, 3]
+    allocator = PrefixCachingAllocator(8, 2)
+    for tokens in (c + b_, a + [4, 4]):
+        seq = allocator.new_sequence()
+        allocator.reserve([seq], 4)
+        allocator.register(seq, tokens)
+    assert len(allocator.cached_blocks(a + b_ + [0])) == 1  # A only, not C's B
+    assert len(allocator.cached_blocks(c + b_ + [0])) == 2
 
 
 def test_a_freed_cached_block_is_reused_until_the_free_list_hands_it_out():

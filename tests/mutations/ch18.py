@@ -15,7 +15,7 @@ MUTATIONS = [
     },
     {
         "id": "copy-on-write-forgets-values",
-        "claim": "copy-on-write copies the shared block, so the parent and the child keep their keys and values",
+        "claim": "copy-on-write: the parent and the child keep their own keys and values",
         "file": CACHE,
         "old": "        self.value[target] = self.value[source]\n",
         "new": "",
@@ -69,7 +69,7 @@ MUTATIONS = [
     },
     {
         "id": "rope-restarts-at-zero",
-        "claim": "paged decoding equals per-sequence KVCache decoding (each sequence keeps its own positions)",
+        "claim": "paged decoding equals per-sequence KVCache decoding (own positions)",
         "file": "src/selfattention/layers/paged_decode.py",
         "old": "starts = [length - t_new if not reserve else length for length in lengths]",
         "new": "starts = [0 for length in lengths]",
@@ -86,12 +86,12 @@ MUTATIONS = [
         "new": "digest = hashlib.sha256()",
         "caught_by": [
             NB,
-            f"{TESTS}::test_one_token_changed_inside_a_block_reuses_nothing_from_that_block_on",
+            f"{TESTS}::test_a_block_is_reused_only_after_the_same_blocks_before_it",
         ],
     },
     {
         "id": "prefix-reuses-the-whole-prompt",
-        "claim": "a new request reuses cached blocks and always computes at least one prompt token",
+        "claim": "a new request reuses cached blocks and computes at least one prompt token",
         "file": "src/selfattention/layers/prefix_cache.py",
         "old": "usable = max(len(tokens) - 1, 0) // self.block_size",
         "new": "usable = len(tokens) // self.block_size",
@@ -101,7 +101,7 @@ MUTATIONS = [
     },
     {
         "id": "policies-swapped",
-        "claim": "continuous batching produces more tokens per step and shorter waits than static batching",
+        "claim": "continuous batching makes more tokens per step and shorter waits than static",
         "file": NB,
         "old": 'if policy == "continuous" or not running:',
         "new": 'if policy == "static" or not running:',

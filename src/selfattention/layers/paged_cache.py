@@ -293,9 +293,7 @@ class BlockAllocator:
                 for i, n in enumerate(num_tokens)
             ]
         else:
-            counts = [check_positive_int(num_tokens, "num_tokens", allow_zero=True)] * len(
-                checked
-            )
+            counts = [check_positive_int(num_tokens, "num_tokens", allow_zero=True)] * len(checked)
         return checked, counts
 
     def _plan(self, seqs: list[int], counts: list[int]) -> int:
@@ -492,7 +490,7 @@ class PagedKVCache:
         return 2 * self.key.numel() * self.key.element_size()
 
     def new_sequence(self) -> int:
-        """A new sequence id with an empty block table (see :meth:`BlockAllocator.new_sequence`)."""
+        """A new sequence id, empty (see :meth:`BlockAllocator.new_sequence`)."""
         return self.allocator.new_sequence()
 
     def fork(self, seq: int) -> int:
@@ -646,7 +644,9 @@ def _paged_attend(
     q = query.reshape(batch, cache.num_kv_heads, groups, t_q, d)  # head r reads kv head r // g
     scores = torch.einsum("bkgqd,btkd->bkgqt", q, key) * scale  # (B, h_kv, g, T_q, T_max)
     j = torch.arange(key.shape[1], device=query.device)  # (T_max,): key positions
-    i = lengths[:, None] - t_q + torch.arange(t_q, device=query.device)  # (B, T_q): query positions
+    i = (
+        lengths[:, None] - t_q + torch.arange(t_q, device=query.device)
+    )  # (B, T_q): query positions
     keep = j[None, None, :] <= i[:, :, None]  # (B, T_q, T_max): causal, and inside the length
     weights = masked_softmax(scores, keep[:, None, None])  # (B, h_kv, g, T_q, T_max)
     out = torch.einsum("bkgqt,btkd->bkgqd", weights, value)  # (B, h_kv, g, T_q, d)

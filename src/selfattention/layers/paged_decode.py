@@ -42,6 +42,13 @@ def paged_forward(
     The result equals ``attention(x[i:i+1], causal=True, cache=kv_caches[i])``
     with one :class:`~selfattention.KVCache` per sequence.
 
+    Everything is checked, and the new keys and values are computed and
+    found finite, before the pool is touched; then the positions are reserved
+    for the whole batch at once (all or nothing) and written. Unlike
+    ``MultiHeadAttention.forward``, the output is computed after the write
+    (it is read through the tables): if it overflows, the new positions stay
+    in the cache.
+
     Parameters
     ----------
     attention : MultiHeadAttention

@@ -85,7 +85,8 @@ class PrefixCachingAllocator(BlockAllocator):
     >>> allocator.register(first, system + [42])
     2
     >>> second = allocator.new_sequence(system + [7, 7])
-    >>> allocator.length(second), allocator.block_table(second)[:2] == allocator.block_table(first)[:2]
+    >>> shared = allocator.block_table(second)[:2] == allocator.block_table(first)[:2]
+    >>> allocator.length(second), shared
     (8, True)
     """
 
