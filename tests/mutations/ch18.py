@@ -108,6 +108,14 @@ MUTATIONS = [
         "caught_by": [NB],
     },
     {
+        "id": "table-entries-counted-as-slots",
+        "claim": "the block tables hold fewer entries as the block size grows, as 1 / b",
+        "file": NB,
+        "old": "    entries.append(held)",
+        "new": "    entries.append(held * size)",
+        "caught_by": [NB],
+    },
+    {
         "id": "blocks-packed-across-sequences",
         "claim": "Exercise 1: each sequence has its own blocks",
         "file": NB,
