@@ -6,7 +6,7 @@ Every mask in the package uses True = may attend. The code is grouped by job:
   positional encoding, softmax, scaled dot-product attention);
 - ``selfattention.layers``: attention as torch layers (``SelfAttention``,
   ``MultiHeadAttention``, ``MultiHeadLatentAttention``, ``KVCache``, chunked
-  attention);
+  attention, the paged cache of chapter 18);
 - ``selfattention.masks``: building and converting masks, for numpy and torch;
 - ``selfattention.toys``: the toy data, models and training of the chapters;
 - ``selfattention.book``: notebook setup and the book's figure style;
@@ -25,6 +25,9 @@ from .layers.chunked import chunked_attention
 from .layers.kv_cache import KVCache
 from .layers.latent_attention import MultiHeadLatentAttention
 from .layers.multi_head import MultiHeadAttention
+from .layers.paged_cache import BlockAllocator, OutOfBlocksError, PagedKVCache, paged_attention
+from .layers.paged_decode import paged_forward
+from .layers.prefix_cache import PrefixCachingAllocator, block_hashes
 from .layers.rotary import permute_rotary_rows, rotary_embedding
 from .layers.self_attention import SelfAttention
 from .masks import (
@@ -103,4 +106,11 @@ __all__ = [
     "prefix_matching_score",
     "previous_token_score",
     "train_induction",
+    "BlockAllocator",
+    "OutOfBlocksError",
+    "PagedKVCache",
+    "PrefixCachingAllocator",
+    "block_hashes",
+    "paged_attention",
+    "paged_forward",
 ]

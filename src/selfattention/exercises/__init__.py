@@ -31,6 +31,7 @@ from .ch13 import check_rotary_embedding
 from .ch14 import check_window_mask
 from .ch15 import check_prefix_matching_score
 from .ch16 import check_causal_key_blocks, check_kv_head_offset
+from .ch18 import check_blocks_for_batch, check_blocks_for_samples
 
 __all__ = [
     "Case",
@@ -53,4 +54,6 @@ __all__ = [
     "check_window_mask",
     "check_kv_head_offset",
     "check_causal_key_blocks",
+    "check_blocks_for_batch",
+    "check_blocks_for_samples",
 ]
