@@ -45,7 +45,35 @@ def verdict(fn, capsys):
 def test_accepts_right_answers(fn, capsys):
     ok, out, _ = verdict(fn, capsys)
     assert ok is True
-    assert out == "✓ check_stable_softmax: all 7 cases pass\n"
+    assert out == "✓ check_stable_softmax: all 9 cases pass\n"
+
+
+def shifted_by(centre):
+    def fn(x):
+        e = np.exp(x - centre(x))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "centre",
+    [
+        lambda x: x.mean(axis=-1, keepdims=True),
+        lambda x: x.min(axis=-1, keepdims=True),
+        lambda x: x[..., :1],
+        lambda x: np.median(x, axis=-1, keepdims=True),
+    ],
+    ids=["mean", "min", "first-entry", "median"],
+)
+def test_rejects_a_shift_by_anything_but_the_maximum(centre, capsys):
+    """Shift invariance holds for any constant; only the maximum keeps exp finite."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok, out, err = verdict(shifted_by(centre), capsys)
+    assert ok is False
+    assert "spread wider than exp's range" in out or "only the maximum" in out
+    assert err == ""
 
 
 def test_naive_fails_on_the_huge_float32_case_without_warnings(capsys):

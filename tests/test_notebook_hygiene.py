@@ -157,6 +157,65 @@ def test_chapter_anatomy(notebook):
     )
 
 
+NUMBERED_LINE = re.compile(r"^ {0,3}\d{1,9}[.)](?:[ \t]|$)")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+def accidental_list_lines(markdown):
+    """Prose lines that Markdown turns into a numbered list by accident.
+
+    A line opening with a number and a period ("1. Zeroing them ...") inside a
+    paragraph starts an ordered list there, so a wrapped sentence ending
+    "... sums to less than" loses its "1." to a list marker. A numbered line is
+    fine at the start of a paragraph (after a blank line) or inside a list;
+    fenced code and display math are skipped.
+    """
+    found = []
+    previous, in_list, fence, in_math = "", False, None, False
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        if fence:
+            if stripped.startswith(fence):
+                fence = None
+            previous = ""
+            continue
+        if stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+            previous = ""
+            continue
+        if stripped == "$$" or (stripped.startswith("$$") and stripped.count("$$") == 1):
+            in_math = not in_math
+            previous = ""
+            continue
+        if in_math:
+            continue
+        if not stripped or stripped.startswith(("#", ":::", "```{")):
+            previous, in_list = "", False  # a blank line, heading or directive ends a block
+            continue
+        if LIST_ITEM.match(line):
+            if NUMBERED_LINE.match(line) and previous and not in_list:
+                found.append(f"{previous.strip()[-40:]!r} / {stripped[:40]!r}")
+            in_list = True
+        previous = line
+    return found
+
+
+def test_no_prose_line_turns_into_a_list_by_accident(notebook):
+    lines = [
+        line
+        for cell in notebook.cells
+        if cell.cell_type == "markdown"
+        for line in accidental_list_lines(cell.source)
+    ]
+    assert not lines, f"a line starting with a number and a period becomes a list: {lines}"
+
+
+def test_the_accidental_list_check_sees_a_wrapped_number():
+    assert accidental_list_lines("the row sums to less than\n1. Zeroing them")
+    assert not accidental_list_lines("Steps:\n\n1. one\n2. two\n   more\n3. three")
+    assert not accidental_list_lines("- a\n- b\n\n$$\nx\n1. y\n$$")
+
+
 EXERCISE_HEADING = re.compile(r"\*\*Exercise \d+(?: \([^()]+\))?\.\*\* ")
 
 

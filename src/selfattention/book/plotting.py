@@ -30,7 +30,7 @@ def plot_attention(
     fmt: str = ".2f",
     colorbar_label: str | None = None,
 ) -> Any:
-    """Draw a ``(Tq, Tk)`` matrix as a heatmap: queries down, keys across.
+    """Draw a ``(T_q, T_k)`` matrix as a heatmap: queries down, keys across.
 
     Labels go on both axes; values are written in the cells when the matrix is
     at most ``ANNOTATE_MAX`` on each side (or when ``annotate`` says so).
@@ -51,7 +51,7 @@ def plot_attention(
 
     matrix = np.asarray(weights.detach().cpu() if hasattr(weights, "detach") else weights)
     if matrix.ndim != 2:
-        raise ValueError(f"weights must be a 2-D (Tq, Tk) matrix, got shape {matrix.shape}")
+        raise ValueError(f"weights must be a 2-D (T_q, T_k) matrix, got shape {matrix.shape}")
     matrix = matrix.astype(np.float64)
     rows, cols = matrix.shape
     for name, labels, size in (

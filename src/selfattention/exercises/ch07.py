@@ -56,6 +56,15 @@ def _stable_softmax_cases() -> list[Case]:
             "rows on very different scales: subtract each row's own maximum",
             np.array([[1000.0, 999.0], [0.0, 1.0]], dtype=np.float32),
         ),
+        _case(
+            "float32 rows spread wider than exp's range, (1000, 0, -1000) and reversed "
+            "(subtracting the mean, the minimum or the first entry overflows)",
+            np.array([[1000.0, 0.0, -1000.0], [-1000.0, 0.0, 1000.0]], dtype=np.float32),
+        ),
+        _case(
+            "float16 rows (12, -12) and (-12, 12): only the maximum keeps exp below 65504",
+            np.array([[12.0, -12.0], [-12.0, 12.0]], dtype=np.float16),
+        ),
     ]
 
 
@@ -65,7 +74,9 @@ def check_stable_softmax(fn: Callable[[np.ndarray], Any]) -> bool:
     ``x`` is a float array of any shape ``(..., T)``; ``fn`` must return weights
     of the same shape, each slice along the last axis summing to 1. The cases
     include huge float32 scores and float16 scores that overflow a naive
-    ``exp``; tolerances follow each case's dtype. Prints one line (or the
+    ``exp``, and rows that spread wider than ``exp``'s range, so that only
+    subtracting each row's maximum passes (not its mean, minimum or first
+    entry); tolerances follow each case's dtype. Prints one line (or the
     first failing case with expected and got values) and returns True or False.
     """
     return run_checks("check_stable_softmax", fn, reference_softmax, _stable_softmax_cases())

@@ -13,7 +13,11 @@ def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
     """Pairwise cosine similarity of the rows of ``a`` and ``b``.
 
     Each vector is divided by ``max(norm, eps)``, so a zero vector has
-    similarity 0 with everything instead of NaN.
+    similarity 0 with everything instead of NaN. For a vector whose norm is
+    below ``eps`` the entry is therefore *not* its cosine: it shrinks towards
+    0 in proportion to the norm (a vector of norm ``1e-9`` along ``b`` gives
+    ``0.1``, not 1). ``torch.nn.functional.cosine_similarity`` clamps the
+    norms the same way.
 
     Parameters
     ----------
@@ -48,6 +52,8 @@ def cosine_similarity(a: Any, b: Any, eps: float = 1e-8) -> np.ndarray:
     >>> b = [[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]]
     >>> cosine_similarity(a, b).round(3).tolist()
     [[1.0, 0.0, 0.0], [0.707, 0.707, 0.0]]
+    >>> cosine_similarity([[1e-9, 0.0]], [[1.0, 0.0]]).round(3).tolist()  # norm < eps
+    [[0.1]]
     """
     left = as_float_array(a, "a", finite=True)
     right = as_float_array(b, "b", finite=True)

@@ -21,7 +21,9 @@ def softmax(x: Any, axis: int = -1, mask: Any | None = None) -> np.ndarray:
     ----------
     x : array_like
         Scores of any shape with at least one dimension. float16, float32 and
-        float64 keep their dtype (float16 is summed in float32); integers
+        float64 keep their dtype; float16 input is computed entirely in
+        float32 (shift, ``exp``, sum and division) and only the weights are
+        cast back to float16; integers
         become float64. ``-inf`` is allowed and means "weight 0".
     axis : int, default -1
         The axis that sums to 1.
@@ -61,7 +63,8 @@ def softmax(x: Any, axis: int = -1, mask: Any | None = None) -> np.ndarray:
     if not -scores.ndim <= axis < scores.ndim:
         raise ValueError(f"axis {axis} is out of range for x of shape {scores.shape}")
     out_dtype = scores.dtype
-    # float16 has too little range and precision for the running sum.
+    # float16 has too little range and precision: the whole computation runs
+    # in float32, and only the result is cast back.
     work = scores.astype(np.float32) if out_dtype == np.float16 else scores
 
     keep = np.isfinite(work)

@@ -365,6 +365,9 @@ def running_example() -> RunningExample:
     deviation ``1 / sqrt(d_model) = 0.5`` from ``np.random.default_rng(3)``,
     drawn in the order ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and rounded to one
     decimal so that products can be checked by hand. There are no biases.
+    0.5 is one over the square root of the fan-in for ``W_Q``, ``W_K`` and
+    ``W_V``; ``W_O`` (fan-in ``d_v = 2``) gets it too, for simplicity. The
+    seed 3 was chosen so that the query "you" scores the key "hi" highest.
 
     Every call builds new arrays, so a notebook that changes one changes
     nothing elsewhere, and every call gives the same numbers.

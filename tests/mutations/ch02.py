@@ -1,0 +1,113 @@
+"""Mutations of chapter 2: each breaks one claim; the named checks must catch it."""
+
+# ruff: noqa: E501  (each entry quotes whole lines of code)
+
+CHAPTER = "chapters/02_search_analogy.ipynb"
+
+MUTATIONS = [
+    {
+        "id": "soft-lookup-temperature-2",
+        "claim": "the blend is 3.45 hours over 5.86 episodes with 4.09 stars (weight 0.297)",
+        "file": CHAPTER,
+        "old": "weights = softmax(scores)  # (T_k,) positive, sum to 1",
+        "new": "weights = softmax(scores / 2)  # (T_k,) positive, sum to 1",
+        "caught_by": [CHAPTER],
+        "sample": True,
+    },
+    {
+        "id": "hard-lookup-argmin",
+        "claim": "a hard lookup returns the value whose key scores highest (an argmax)",
+        "file": CHAPTER,
+        "old": "best = int(np.argmax(scores))   # index of the best-matching key",
+        "new": "best = int(np.argmin(scores))   # index of the best-matching key",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "blend-is-a-row",
+        "claim": "the blend is generally not one of the values",
+        "file": CHAPTER,
+        "old": "soft = weights @ V         # (d_v,) weighted average of the rows of V",
+        "new": "soft = V[np.argmax(weights)]  # (d_v,) weighted average of the rows of V",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "heatmap-sharper",
+        "claim": "a very soft blend at temperature 1: no video gets a third of a row",
+        "file": CHAPTER,
+        "old": "A = np.stack([softmax(K @ query) for query in queries.values()])",
+        "new": "A = np.stack([softmax(K @ query * 4) for query in queries.values()])",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "temperature-multiplies",
+        "claim": "as tau -> 0 the weights become the one-hot of the argmax; as tau -> infinity uniform",
+        "file": CHAPTER,
+        "old": "weights_by_tau = softmax(scores[None, :] / taus[:, None], axis=-1)",
+        "new": "weights_by_tau = softmax(scores[None, :] * taus[:, None], axis=-1)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "temperature-wrong-axis",
+        "claim": "one row of weights per temperature, each summing to 1",
+        "file": CHAPTER,
+        "old": "weights_by_tau = softmax(scores[None, :] / taus[:, None], axis=-1)",
+        "new": "weights_by_tau = softmax(scores[None, :] / taus[:, None], axis=0)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "ties-broken",
+        "claim": "the analogy is exact only if the best score is unique",
+        "file": CHAPTER,
+        "old": "tied_scores = np.array([2.0, 2.0, 0.5])  # (3,) two keys tie for first place",
+        "new": "tied_scores = np.array([2.0, 1.9, 0.5])  # (3,) two keys tie for first place",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "soft-lookup-is-hard",
+        "claim": "the soft answer changes in proportion to a small change of the query",
+        "file": CHAPTER,
+        "old": "return softmax(K @ query) @ V   # (d_v,) temperature 1",
+        "new": "return softmax(K @ query / 1e-3) @ V   # (d_v,) temperature 1",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "kernel-sign",
+        "claim": "attention pooling is Nadaraya-Watson regression with score -(x - x_j)^2 / 2 sigma^2",
+        "file": CHAPTER,
+        "old": "nw_scores = -(x_query[:, None] - x_train[None, :]) ** 2 / (2 * sigma**2)",
+        "new": "nw_scores = (x_query[:, None] - x_train[None, :]) ** 2 / (2 * sigma**2)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "bandwidth-too-wide",
+        "claim": "almost all of a query's weight lies within 3 sigma, and pooling beats the constant",
+        "file": CHAPTER,
+        "old": "sigma = 0.25                      # bandwidth",
+        "new": "sigma = 2.5                       # bandwidth",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-no-temperature",
+        "claim": "check_soft_lookup rejects a soft lookup that ignores the temperature",
+        "file": CHAPTER,
+        "old": "weights = softmax(scores / temperature)  # (T_k,)",
+        "new": "weights = softmax(scores)                # (T_k,)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-multiplies-temperature",
+        "claim": "check_soft_lookup rejects scores multiplied by the temperature",
+        "file": CHAPTER,
+        "old": "weights = softmax(scores / temperature)  # (T_k,)",
+        "new": "weights = softmax(scores * temperature)  # (T_k,)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-returns-weights-on-keys",
+        "claim": "check_soft_lookup rejects a blend of the keys instead of the values",
+        "file": CHAPTER,
+        "old": "return weights @ values                  # (d_v,)",
+        "new": "return weights @ keys                    # (d_v,)",
+        "caught_by": [CHAPTER],
+    },
+]

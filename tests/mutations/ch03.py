@@ -1,0 +1,113 @@
+"""Mutations of chapter 3: each breaks one claim; the named checks must catch it."""
+
+# ruff: noqa: E501  (each entry quotes whole lines of code)
+
+CHAPTER = "chapters/03_similarity.ipynb"
+
+MUTATIONS = [
+    {
+        "id": "cosine-without-key-norm",
+        "claim": "cosine similarity divides the dot product by both lengths",
+        "file": CHAPTER,
+        "old": "cos_by_hand = dot / (norm_q * norm_k)",
+        "new": "cos_by_hand = dot / norm_q",
+        "caught_by": [CHAPTER],
+        "sample": True,
+    },
+    {
+        "id": "zero-vector-nan",
+        "claim": "the cosine is 0 for a zero vector, by convention (not NaN)",
+        "file": "src/selfattention/handmath/similarity.py",
+        "old": "left_unit = left / np.maximum(np.linalg.norm(left, axis=-1, keepdims=True), eps)",
+        "new": "left_unit = left / np.linalg.norm(left, axis=-1, keepdims=True)",
+        "caught_by": [CHAPTER, "tests/test_numpy_functions.py"],
+    },
+    {
+        "id": "opposite-pairs-mismatched",
+        "claim": "the cosine always lies in [-1, 1], and both ends are reached",
+        "file": CHAPTER,
+        "old": "cos_opposite = plain_cosine(u, -lam * u)          # (100,)",
+        "new": "cos_opposite = plain_cosine(u, -lam * u[::-1])    # (100,)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "plain-cosine-squared-lengths",
+        "claim": "the cosine never leaves [-1, 1] (a wrong normalisation does)",
+        "file": CHAPTER,
+        "old": "lengths = np.linalg.norm(first, axis=1) * np.linalg.norm(second, axis=1)",
+        "new": "lengths = np.linalg.norm(first, axis=1) ** 2",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "long-key-shortened",
+        "claim": "a long key can outrank a better-aligned one",
+        "file": CHAPTER,
+        "old": "[5.0, -0.5],    # Dragon Saga Box Set: emphatic fantasy, a little grim",
+        "new": "[1.0, -0.1],    # Dragon Saga Box Set: emphatic fantasy, a little grim",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "shadow-without-unit-query",
+        "claim": "dot = ||q|| * shadow, and shadow = ||k|| cos(theta)",
+        "file": CHAPTER,
+        "old": "shadows = keys @ unit_q         # (T_k,): ||k_j|| cos(theta_j)",
+        "new": "shadows = keys @ q              # (T_k,): ||k_j|| cos(theta_j)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "scores-without-transpose",
+        "claim": "Q @ K.T is the matrix of all dot products, entry (i, j) = q_i . k_j",
+        "file": CHAPTER,
+        "old": "right = Q @ K_square.T  # (3, 4) @ (4, 4) -> (3, 4), the scores we want",
+        "new": "right = Q @ K_square    # (3, 4) @ (4, 4) -> (3, 4), the scores we want",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "scores-are-cosines",
+        "claim": "Q K^T is not cosine similarity: it is unnormalised, so length matters",
+        "file": CHAPTER,
+        "old": "S_boost = Q @ K_boost.T                  # (T_q, T_k): dots after the boost",
+        "new": "S_boost = cosine_similarity(Q, K_boost)  # (T_q, T_k): dots after the boost",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "boost-not-applied",
+        "claim": "after the boost, the long key wins every row of the dot product",
+        "file": CHAPTER,
+        "old": "K_boost[boosted] *= 3.0",
+        "new": "K_boost[boosted] *= 1.0",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "batch-mispaired",
+        "claim": "with batch axes, each sequence's queries meet its own keys",
+        "file": CHAPTER,
+        "old": "Sb = Qb @ np.swapaxes(Kb, -1, -2)",
+        "new": "Sb = Qb @ np.swapaxes(Kb, -1, -2)[::-1]",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-no-eps",
+        "claim": "check_cosine_similarity rejects a cosine that divides by a zero length",
+        "file": CHAPTER,
+        "old": "a_unit = a / np.maximum(a_norm, 1e-8)               # (..., T_q, d)",
+        "new": "a_unit = a / a_norm                                 # (..., T_q, d)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-bare-transpose",
+        "claim": "check_cosine_similarity rejects .T on batched inputs",
+        "file": CHAPTER,
+        "old": "return a_unit @ np.swapaxes(b_unit, -1, -2)         # (..., T_q, T_k)",
+        "new": "return a_unit @ b_unit.T                            # (..., T_q, T_k)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-dot-not-cosine",
+        "claim": "check_cosine_similarity rejects a plain dot product",
+        "file": CHAPTER,
+        "old": "return a_unit @ np.swapaxes(b_unit, -1, -2)         # (..., T_q, T_k)",
+        "new": "return a @ np.swapaxes(b, -1, -2)                   # (..., T_q, T_k)",
+        "caught_by": [CHAPTER],
+    },
+]

@@ -1,0 +1,113 @@
+"""Mutations of chapter 4: each breaks one claim; the named checks must catch it."""
+
+# ruff: noqa: E501  (each entry quotes whole lines of code)
+
+CHAPTER = "chapters/04_positional_encoding.ipynb"
+
+MUTATIONS = [
+    {
+        "id": "one-hot-reversed",
+        "claim": "nn.Embedding returns the row a one-hot vector times the table gives",
+        "file": CHAPTER,
+        "old": "one_hot = F.one_hot(ids_a, num_classes=n_vocab).float()",
+        "new": "one_hot = F.one_hot(ids_a, num_classes=n_vocab).float().flip(1)",
+        "caught_by": [CHAPTER],
+        "sample": True,
+    },
+    {
+        "id": "causal-mask-breaks-equivariance",
+        "claim": "attention without positions is permutation-equivariant",
+        "file": CHAPTER,
+        "old": "out_b, weights_b = scaled_dot_product_attention(x_b, x_b, x_b)",
+        "new": "out_b, weights_b = scaled_dot_product_attention(\n    x_b, x_b, x_b, mask=np.tril(np.ones((5, 5), dtype=bool)))",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "sine-cosine-swapped",
+        "claim": "column 2l holds the sine and column 2l+1 the cosine of the same angle",
+        "file": CHAPTER,
+        "old": "row[2 * l] = np.sin(angle)      # even column: sine",
+        "new": "row[2 * l] = np.cos(angle)      # even column: sine",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "frequency-without-the-2",
+        "claim": "the angle is pos / 10000^(2l / d_model)",
+        "file": CHAPTER,
+        "old": "angle = pos / base ** (2 * l / d_model)",
+        "new": "angle = pos / base ** (l / d_model)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "shift-matrix-transposed",
+        "claim": "a shift by Delta is one rotation, PE_(pos+Delta) = PE_pos R_Delta^T",
+        "file": CHAPTER,
+        "old": "[np.cos(angle), np.sin(angle)],\n            [-np.sin(angle), np.cos(angle)]]",
+        "new": "[np.cos(angle), -np.sin(angle)],\n            [np.sin(angle), np.cos(angle)]]",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "absolute-position-in-the-dot",
+        "claim": "PE_i . PE_j depends only on i - j",
+        "file": CHAPTER,
+        "old": "gram = long_PE[:n_positions] @ long_PE[:n_positions].T",
+        "new": "gram = long_PE[:n_positions] @ long_PE[1:n_positions + 1].T",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "encoding-trained",
+        "claim": "the sinusoidal encoding is fixed, not learned",
+        "file": CHAPTER,
+        "old": 'self.register_buffer("table", table)  # a buffer, not a parameter',
+        "new": "self.table = nn.Parameter(table)  # a buffer, not a parameter",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "positions-move-with-words",
+        "claim": "adding the encoding breaks the symmetry: the shuffled sentence no longer gives a shuffled output",
+        "file": CHAPTER,
+        "old": "z_b = x_b + PE_5  # (T, d_model): B's words, in the same five slots",
+        "new": "z_b = x_b + PE_5[perm]  # (T, d_model): B's words, in the same five slots",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "words-ignored",
+        "claim": "with sinusoidal positions, other words give other weights",
+        "file": CHAPTER,
+        "old": "inputs = words + positions  # (T, d_model)",
+        "new": "inputs = 0 * words + positions  # (T, d_model)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "rope-clockwise",
+        "claim": "RoPE turns each pair counter-clockwise, as the package and chapter 13",
+        "file": CHAPTER,
+        "old": "cos * x[0::2] - sin * x[1::2]   # counter-clockwise: the\n    out[1::2] = sin * x[0::2]",
+        "new": "cos * x[0::2] + sin * x[1::2]   # counter-clockwise: the\n    out[1::2] = -sin * x[0::2]",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "rope-absolute-key",
+        "claim": "RoPE scores depend on the two positions only through their offset",
+        "file": CHAPTER,
+        "old": "return rotate(q, i) @ rotate(k, j)  # query at position i, key at j",
+        "new": "return rotate(q, i) @ rotate(k, j) + 0.01 * j  # query at i, key at j",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-half-split-layout",
+        "claim": "check_positional_encoding rejects sines and cosines in two halves",
+        "file": CHAPTER,
+        "old": "encoding[:, 0::2] = np.sin(angles)\n    encoding[:, 1::2] = np.cos(angles)",
+        "new": "encoding[:, :d_model // 2] = np.sin(angles)\n    encoding[:, d_model // 2:] = np.cos(angles)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-frequency-without-the-2",
+        "claim": "check_positional_encoding rejects rates 10000^(-l / d_model)",
+        "file": CHAPTER,
+        "old": "rates = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)  # (d_model/2,)",
+        "new": "rates = 10000.0 ** (-np.arange(d_model // 2) / d_model)  # (d_model/2,)",
+        "caught_by": [CHAPTER],
+    },
+]

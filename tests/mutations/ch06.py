@@ -1,0 +1,113 @@
+"""Mutations of chapter 6: each breaks one claim; the named checks must catch it."""
+
+# ruff: noqa: E501  (each entry quotes whole lines of code)
+
+CHAPTER = "chapters/06_scaling.ipynb"
+
+MUTATIONS = [
+    {
+        "id": "term-variance-1-02",
+        "claim": "each term q_l k_l has mean 0 and variance 1 (this sample: within 1%)",
+        "file": CHAPTER,
+        "old": "k_entry = rng.standard_normal(n_samples)  # (100000,) samples of one entry k_l",
+        "new": "k_entry = 1.01 * rng.standard_normal(n_samples)  # (100000,) one entry k_l",
+        "caught_by": [CHAPTER],
+        "sample": True,
+    },
+    {
+        "id": "score-variance-3-percent-high",
+        "claim": "Var(q . k) came out within 2% of d_k for d_k = 4, 16, 64 and 256",
+        "file": CHAPTER,
+        "old": "raw_scores[d_k] = np.sum(q * k, axis=1)  # (n_pairs,): q·k of each pair",
+        "new": "raw_scores[d_k] = 1.015 * np.sum(q * k, axis=1)  # (n_pairs,): q·k",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "divide-by-d-k",
+        "claim": "dividing by sqrt(d_k) brings the variance back to 1 for every d_k",
+        "file": CHAPTER,
+        "old": "scaled_scores[d_k] = raw_scores[d_k] / math.sqrt(d_k)  # (n_pairs,)",
+        "new": "scaled_scores[d_k] = raw_scores[d_k] / d_k  # (n_pairs,)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "one-divisor-for-all",
+        "claim": "the divisor depends on d_k: one fixed divisor fails the other key lengths",
+        "file": CHAPTER,
+        "old": "scaled_scores[d_k] = raw_scores[d_k] / math.sqrt(d_k)  # (n_pairs,)",
+        "new": "scaled_scores[d_k] = raw_scores[d_k] / 8.0  # (n_pairs,)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "raw-weights-scaled",
+        "claim": "large scores saturate softmax: raw rows are nearly one-hot",
+        "file": CHAPTER,
+        "old": "weights_raw = softmax(scores)  # (6, 8): softmax over the keys, from raw scores",
+        "new": "weights_raw = softmax(scores / 16)  # (6, 8): softmax over the keys, raw",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "softmax-over-queries-in-gradient",
+        "claim": "the autograd gradient agrees with a_j' (v_j' - sum_j a_j v_j)",
+        "file": CHAPTER,
+        "old": "a = torch.softmax(s, dim=-1)",
+        "new": "a = torch.softmax(s, dim=0)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "raw-gradient-scaled",
+        "claim": "unscaled, the typical gradient fell about 46,000-fold from d_k = 4 to 1024",
+        "file": CHAPTER,
+        "old": 'for name, s in (("raw", raw), ("scaled", raw / math.sqrt(d_k))):',
+        "new": 'for name, s in (("raw", raw / 4), ("scaled", raw / math.sqrt(d_k))):',
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "scaled-gradient-by-d-model",
+        "claim": "scaled, the typical gradient stayed flat",
+        "file": CHAPTER,
+        "old": 'for name, s in (("raw", raw), ("scaled", raw / math.sqrt(d_k))):',
+        "new": 'for name, s in (("raw", raw), ("scaled", raw / math.sqrt(64))):',
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "heads-not-split",
+        "claim": "d_k is the per-head key dimension, d_model / h: with 288 and 8 heads, divide by 6",
+        "file": CHAPTER,
+        "old": "d_k = d_model // n_heads  # 36: the length of one head's queries and keys",
+        "new": "d_k = d_model // 4  # 36: the length of one head's queries and keys",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "package-default-scale-d-model",
+        "claim": "the package's scaled_dot_product_attention divides by sqrt(d_k) by default",
+        "file": "src/selfattention/handmath/functional.py",
+        "old": "scale = 1.0 / math.sqrt(d_k) if d_k else 1.0",
+        "new": "scale = 1.0 / math.sqrt(d_k * 8) if d_k else 1.0",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "greeting-scaled-by-d-model",
+        "claim": "S[4, 0] = 5.916 becomes 5.916 / sqrt(3) = 3.416",
+        "file": CHAPTER,
+        "old": "scaled = S / math.sqrt(example.d_k)  # (T, T): divided by sqrt(3)",
+        "new": "scaled = S / math.sqrt(example.d_model)  # (T, T): divided by sqrt(3)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-bare-transpose",
+        "claim": "check_scaled_scores rejects keys.T on batched inputs",
+        "file": CHAPTER,
+        "old": "return query @ np.swapaxes(keys, -1, -2) / math.sqrt(d_k)",
+        "new": "return query @ keys.T / math.sqrt(d_k)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "checker-d-k-from-the-wrong-axis",
+        "claim": "check_scaled_scores rejects d_k read from the sequence axis",
+        "file": CHAPTER,
+        "old": "d_k = query.shape[-1]\n    return query",
+        "new": "d_k = query.shape[-2]\n    return query",
+        "caught_by": [CHAPTER],
+    },
+]
