@@ -21,11 +21,12 @@ from .handmath.functional import scaled_dot_product_attention
 from .handmath.positional import sinusoidal_positional_encoding
 from .handmath.similarity import cosine_similarity
 from .handmath.softmax import softmax
+from .layers.attention_torch import attend
 from .layers.chunked import chunked_attention
 from .layers.kv_cache import KVCache
 from .layers.latent_attention import MultiHeadLatentAttention
 from .layers.multi_head import MultiHeadAttention
-from .layers.rotary import permute_rotary_rows, rotary_embedding
+from .layers.rotary import permute_rotary_rows, rotary_embedding, rotary_frequencies
 from .layers.self_attention import SelfAttention
 from .masks import (
     causal_mask,
@@ -71,6 +72,8 @@ __all__ = [
     "padding_mask",
     "permute_rotary_rows",
     "rotary_embedding",
+    "rotary_frequencies",
+    "attend",
     "from_additive",
     "from_attention_mask",
     "to_additive",
