@@ -13,7 +13,6 @@ MUTATIONS = [
         "old": "return (base ** (-2.0 * pair / head_dim)).to(dtype)",
         "new": "return (base ** (-1.0 * pair / head_dim)).to(dtype)",
         "caught_by": [NB, "tests/test_rotary.py"],
-        "sample": True,
     },
     {
         "id": "reflection-not-rotation",
@@ -62,6 +61,7 @@ MUTATIONS = [
         "old": "start = 0 if restart else cache.position   # the bug, or the fix",
         "new": "start = 0                                   # the bug, or the fix",
         "caught_by": [NB],
+        "sample": True,
     },
     {
         "id": "layer-start-is-len-cache",
@@ -69,7 +69,10 @@ MUTATIONS = [
         "file": "src/selfattention/layers/multi_head.py",
         "old": "start = 0 if cache is None else cache.position\n",
         "new": "start = 0 if cache is None else len(cache)\n",
-        "caught_by": ["chapters/14_sliding_windows_and_latent_attention.ipynb"],
+        "caught_by": [
+            "chapters/14_sliding_windows_and_latent_attention.ipynb",
+            "tests/test_windows.py",
+        ],
     },
     {
         "id": "position-is-len",
@@ -77,7 +80,10 @@ MUTATIONS = [
         "file": "src/selfattention/layers/kv_cache.py",
         "old": "        self.key, self.value = keys, values\n        self.position += new\n",
         "new": "        self.key, self.value = keys, values\n        self.position = keys.shape[-2]\n",
-        "caught_by": ["chapters/14_sliding_windows_and_latent_attention.ipynb"],
+        "caught_by": [
+            "chapters/14_sliding_windows_and_latent_attention.ipynb",
+            "tests/test_windows.py",
+        ],
     },
     {
         "id": "cache-stores-unrotated-keys",

@@ -29,7 +29,7 @@ MUTATIONS = [
         "file": "src/selfattention/layers/multi_head.py",
         "old": "cache._store(k, v, key.shape[1], keep_last=self.window)",
         "new": "cache._store(k, v, key.shape[1], keep_last=None)",
-        "caught_by": [NB],
+        "caught_by": [NB, "tests/test_windows.py"],
     },
     {
         "id": "position-is-len",
@@ -37,7 +37,7 @@ MUTATIONS = [
         "file": "src/selfattention/layers/kv_cache.py",
         "old": "        self.key, self.value = keys, values\n        self.position += new\n",
         "new": "        self.key, self.value = keys, values\n        self.position = keys.shape[-2]\n",
-        "caught_by": [NB],
+        "caught_by": [NB, "tests/test_windows.py"],
     },
     {
         "id": "start-is-len-cache",
@@ -45,7 +45,7 @@ MUTATIONS = [
         "file": "src/selfattention/layers/multi_head.py",
         "old": "start = 0 if cache is None else cache.position\n",
         "new": "start = 0 if cache is None else len(cache)\n",
-        "caught_by": [NB],
+        "caught_by": [NB, "tests/test_windows.py"],
     },
     {
         "id": "rolling-buffer-unrotated-keys",
@@ -85,7 +85,7 @@ MUTATIONS = [
         "file": MLA,
         "old": "            q_rot = _rotate(\n",
         "new": "            q_rot = 0 * _rotate(\n",
-        "caught_by": [NB],
+        "caught_by": [NB, "tests/test_latent_attention.py"],
     },
     {
         "id": "absorbed-scale-sqrt-d-k",
@@ -93,7 +93,7 @@ MUTATIONS = [
         "file": MLA,
         "old": "weights = masked_softmax(scores / math.sqrt(d_k + self.rope_dim), keep)",
         "new": "weights = masked_softmax(scores / math.sqrt(d_k), keep)",
-        "caught_by": [NB],
+        "caught_by": [NB, "tests/test_latent_attention.py"],
     },
     {
         "id": "expanded-scale-sqrt-d-k",
@@ -104,7 +104,7 @@ MUTATIONS = [
             "return attend(query * math.sqrt(query.shape[-1] / self.head_dim), key, v, keep)"
             "  # scaled by 1 / sqrt(d_k + d_R)"
         ),
-        "caught_by": [NB],
+        "caught_by": [NB, "tests/test_latent_attention.py"],
     },
     {
         "id": "absorbed-drops-v-up-bias",
@@ -112,7 +112,7 @@ MUTATIONS = [
         "file": MLA,
         "old": "context = context + rows * self.v_up.bias.view(h, 1, d_k)",
         "new": "context = context",
-        "caught_by": [NB],
+        "caught_by": [NB, "tests/test_latent_attention.py"],
     },
     {
         "id": "twin-without-inverse",
