@@ -21,6 +21,7 @@ from .handmath.functional import scaled_dot_product_attention
 from .handmath.positional import sinusoidal_positional_encoding
 from .handmath.similarity import cosine_similarity
 from .handmath.softmax import softmax
+from .layers.attention_torch import attend
 from .layers.chunked import chunked_attention
 from .layers.kv_cache import KVCache
 from .layers.latent_attention import MultiHeadLatentAttention
@@ -28,7 +29,7 @@ from .layers.multi_head import MultiHeadAttention
 from .layers.paged_cache import BlockAllocator, OutOfBlocksError, PagedKVCache, paged_attention
 from .layers.paged_decode import paged_forward
 from .layers.prefix_cache import PrefixCachingAllocator, block_hashes
-from .layers.rotary import permute_rotary_rows, rotary_embedding
+from .layers.rotary import permute_rotary_rows, rotary_embedding, rotary_frequencies
 from .layers.self_attention import SelfAttention
 from .masks import (
     causal_mask,
@@ -74,6 +75,8 @@ __all__ = [
     "padding_mask",
     "permute_rotary_rows",
     "rotary_embedding",
+    "rotary_frequencies",
+    "attend",
     "from_additive",
     "from_attention_mask",
     "to_additive",

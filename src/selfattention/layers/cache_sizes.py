@@ -192,7 +192,7 @@ class CacheConfig:
         Parameters
         ----------
         tokens : int
-            Positions seen so far (prompt and generated tokens), N >= 0.
+            Positions seen so far (prompt and generated tokens), T >= 0.
         element_size : int
             Bytes per number, e.
         batch : int, default 1
@@ -201,8 +201,8 @@ class CacheConfig:
         Returns
         -------
         int
-            ``B * e * numbers_per_token_per_layer * (global layers * N
-            + local layers * min(N, W))``.
+            ``B * e * numbers_per_token_per_layer * (global layers * T
+            + local layers * min(T, W))``.
 
         Raises
         ------

@@ -15,7 +15,9 @@ interchangeable:
 - ``"half"``: pair ``l`` is features ``(l, l + d_k/2)``. This is the GPT-NeoX
   and Hugging Face layout (``rotate_half``).
 
-Weights trained in one layout give wrong scores in the other.
+The default everywhere in the package is ``"half"``: ``rotary_embedding``
+without ``layout``, and ``MultiHeadAttention(..., rope=True)``. Weights trained
+in one layout give wrong scores in the other.
 :func:`selfattention.permute_rotary_rows` reorders the rows of the query and key
 projections so that the same model gives the same scores in the other
 layout: the conversion weight-porting scripts perform.
@@ -92,7 +94,7 @@ def rotary_frequencies(
 
     Examples
     --------
-    >>> from selfattention.layers.rotary import rotary_frequencies
+    >>> from selfattention import rotary_frequencies
     >>> rotary_frequencies(8, base=10000.0).tolist()
     [1.0, 0.1, 0.01, 0.001]
     """
@@ -152,6 +154,9 @@ def rotary_embedding(
     ``a`` and second feature ``b`` become ``a cos - b sin`` and ``a sin + b
     cos``, which is the complex product ``(a + ib) e^{i pos theta_l}``. Apply
     it to queries and keys (never to values) after the split into heads.
+    Without ``layout`` the pairs are ``(l, l + d_k/2)``, the ``"half"`` layout
+    that ``MultiHeadAttention(..., rope=True)`` uses; pass
+    ``layout="interleaved"`` for RoFormer's adjacent pairs ``(2l, 2l + 1)``.
 
     Parameters
     ----------
