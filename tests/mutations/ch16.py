@@ -84,7 +84,7 @@ MUTATIONS = [
         "claim": "the bytes of the lanes that the mask lets through",
         "file": NB,
         "old": "            self.loads.append(pointers.data[mask.data])  # (lanes,) addresses",
-        "new": "            self.loads.append(pointers.data)  # (lanes,) addresses",
+        "new": "            self.loads.append(pointers.data.ravel())  # (lanes,) addresses",
         "caught_by": [NB],
     },
     {
