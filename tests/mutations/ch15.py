@@ -19,11 +19,14 @@ MUTATIONS = [
     },
     {
         "id": "prefix-key-is-the-occurrence",
-        "claim": "the key that helps is j: the token that came next last time, not the earlier occurrence",
+        "claim": "the key that helps is j: the token that came next last time",
         "file": INDUCTION,
         "old": "return (before[:, None, :] == ids[:, :, None]) & causal",
         "new": "return (ids[:, None, :] == ids[:, :, None]) & causal",
-        "caught_by": ["tests/test_induction.py::test_prefix_matching_offset_on_a_hand_built_pattern", NB],
+        "caught_by": [
+            "tests/test_induction.py::test_prefix_matching_offset_on_a_hand_built_pattern",
+            NB,
+        ],
     },
     {
         "id": "queries-not-shifted",
@@ -51,7 +54,7 @@ MUTATIONS = [
     },
     {
         "id": "smaller-learning-rate",
-        "claim": "within 200 of its 1000 steps, the copyable-token loss falls by more than half of its total fall",
+        "claim": "within 200 of its 1000 steps, the copyable-token loss falls by more than half",
         "file": NB,
         "old": "                          batch_size=32, lr=3e-3, seed=0, log_every=50)",
         "new": "                          batch_size=32, lr=3e-4, seed=0, log_every=50)",
@@ -69,8 +72,8 @@ MUTATIONS = [
         "id": "prefix-column-from-layer-0",
         "claim": "the prefix-matching scores of layer 1 under each ablation",
         "file": NB,
-        "old": "    prefix = prefix_matching_score(weights[1], eval_batch.ids,\n                                   eval_batch.queries)  # (h,) of layer 1",
-        "new": "    prefix = prefix_matching_score(weights[0], eval_batch.ids,\n                                   eval_batch.queries)  # (h,) of layer 1",
+        "old": "    prefix = prefix_matching_score(weights[1], eval_batch.ids,\n",
+        "new": "    prefix = prefix_matching_score(weights[0], eval_batch.ids,\n",
         "caught_by": [NB],
     },
     {
@@ -87,7 +90,10 @@ MUTATIONS = [
         "file": DECODER,
         "old": "    return (concatenated * gate.repeat_interleave(width),)",
         "new": "    return (concatenated,)",
-        "caught_by": ["tests/test_induction.py::test_ablating_a_head_equals_zeroing_its_columns_of_w_o", NB],
+        "caught_by": [
+            "tests/test_induction.py::test_ablating_a_head_equals_zeroing_its_columns_of_w_o",
+            NB,
+        ],
     },
     {
         "id": "keys-plus-values",

@@ -69,7 +69,7 @@ MUTATIONS = [
     },
     {
         "id": "keys-loaded-twice",
-        "claim": "every one of its programs reads all T keys and values: e (2 T d + 2 T^2 d / b_q) bytes",
+        "claim": "every one of its programs reads all T keys and values",
         "file": NB,
         "old": "        blocks += 1\n",
         "new": (
@@ -97,7 +97,7 @@ MUTATIONS = [
     },
     {
         "id": "decoding-mask-top-left",
-        "claim": "a chunk of T_q new tokens must see the keys j <= i + T_k - T_q, the bottom-right alignment",
+        "claim": "a chunk of new tokens must see the keys j <= i + T_k - T_q (bottom-right)",
         "file": NB,
         "old": "bottom_right = torch.ones(4, 50, dtype=torch.bool).tril(50 - 4)  # (4, 50)",
         "new": "bottom_right = torch.ones(4, 50, dtype=torch.bool).tril(0)  # (4, 50)",
