@@ -19,6 +19,14 @@ MUTATIONS = [
         "sample": True,
     },
     {
+        "id": "sram-bandwidth-typo",
+        "claim": "roughly ten times faster by the FlashAttention paper's estimate",
+        "file": NB,
+        "old": '"SRAM": (108 * 192 * KB, 19 * TB)',
+        "new": '"SRAM": (108 * 192 * KB, 1.9 * TB)',
+        "caught_by": [NB],
+    },
+    {
         "id": "masked-lanes-write",
         "claim": "the masked lanes write nothing",
         "file": NB,
