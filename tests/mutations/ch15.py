@@ -18,6 +18,14 @@ MUTATIONS = [
         "sample": True,
     },
     {
+        "id": "uniform-level-from-the-diagonal",
+        "claim": "on the evaluation batch that is a previous-token score of about 0.11",
+        "file": NB,
+        "old": "uniform_previous = float(previous_token_score(uniform)[0])",
+        "new": "uniform_previous = float(uniform.diagonal(dim1=-2, dim2=-1).mean())",
+        "caught_by": [NB],
+    },
+    {
         "id": "prefix-key-is-the-occurrence",
         "claim": "the key that helps is j: the token that came next last time",
         "file": INDUCTION,
