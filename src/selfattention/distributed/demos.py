@@ -60,6 +60,20 @@ def reference(
     )
 
 
+def max_error(
+    rank: int, world_size: int, method: str, layout: str, causal: bool, seed: int = 0
+) -> float:
+    """This rank's largest difference from SDPA: B = 1, h = 4, h_kv = 2, T = 16 P, d = 8."""
+    q, k, v = make_qkv(seed, 1, 4, 2, 16 * world_size, 8, 8)
+    expected = shard_sequence(reference(q, k, v, causal), world_size, rank, layout)
+    parts = [shard_sequence(x, world_size, rank, layout) for x in (q, k, v)]
+    if method == "ring":
+        out = ring_attention(*parts, causal=causal, layout=layout)
+    else:
+        out = ulysses_attention(*parts, causal=causal)
+    return (out - expected).abs().max().item()
+
+
 def _subgroups(world_size: int) -> dict[int, list[tuple[list[int], Any]]]:
     """Every rank's groups of sizes 1, 2, 4, ... that divide the world (all ranks create all)."""
     groups: dict[int, list[tuple[list[int], Any]]] = {}
@@ -95,7 +109,10 @@ def attention_cases(rank: int, world_size: int, cases: list[dict[str, Any]]) -> 
         with record() as log:
             if case["method"] == "ring":
                 out = ring_attention(
-                    *parts, causal=case["causal"], scale=case.get("scale"), layout=layout,
+                    *parts,
+                    causal=case["causal"],
+                    scale=case.get("scale"),
+                    layout=layout,
                     group=group,
                 )
             else:

@@ -73,7 +73,9 @@ def check_qkv(
             f"h_kv = {h_kv} (grouped-query attention)"
         )
     if t_r == 0:
-        raise ValueError(f"every rank needs at least one token, got T_r = 0 (query {tuple(query.shape)})")
+        raise ValueError(
+            f"every rank needs at least one token, got T_r = 0 (query {tuple(query.shape)})"
+        )
     for name, tensor in (("query", query), ("key", key), ("value", value)):
         check_finite(tensor, name)
     return b, h, h_kv, t_r, d_k, value.shape[3]
@@ -164,9 +166,23 @@ def ring_attention(
 
     Examples
     --------
+    Run in every rank of a group, here four processes started by ``spawn``
+    (``demos.max_error`` shards a sequence, calls this function and compares
+    its rows with SDPA on the whole sequence):
+
     >>> from selfattention.distributed import spawn
-    >>> from selfattention.distributed.demos import ring_error
-    >>> spawn(ring_error, 2, 0, timeout=120) < [1e-12, 1e-12]  # doctest: +SKIP
+    >>> from selfattention.distributed.demos import max_error
+    >>> errors = spawn(max_error, 4, "ring", "zigzag", True)  # doctest: +SKIP
+    >>> max(errors) < 1e-12  # doctest: +SKIP
+    True
+
+    Outside a process group it says so:
+
+    >>> import torch
+    >>> q = torch.zeros(1, 2, 4, 8)  # (B, h, T_r, d_k)
+    >>> ring_attention(q, q, q)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    RuntimeError: no process group: call this inside one, ...
     """
     b, h, h_kv, t_r, d_k, d_v = check_qkv(query, key, value)
     causal = check_flag(causal, "causal")
@@ -213,7 +229,9 @@ def ring_attention(
         kv = block.to(work)
         ones = torch.ones(b, h_kv, t_r, 1, dtype=work, device=kv.device)
         k_all = kv[..., :d_k].unsqueeze(2)  # (B, h_kv, 1, T_r, d_k)
-        v1_all = torch.cat([kv[..., d_k:], ones], dim=-1).unsqueeze(2)  # (B, h_kv, 1, T_r, d_v + 1)
+        v1_all = torch.cat([kv[..., d_k:], ones], dim=-1).unsqueeze(
+            2
+        )  # (B, h_kv, 1, T_r, d_v + 1)
         for i, q_chunk in enumerate(mine):
             m, acc = state[i]
             for j, k_chunk in enumerate(rank_chunks(world, source, layout)):
@@ -234,9 +252,8 @@ def ring_attention(
             request.wait()
         if requests:
             block = incoming
-    outs = []
-    for m, acc in state:
-        outs.append(acc[..., :d_v] / acc[..., d_v:])  # every query saw its own key: sum > 0
+    # Every query saw at least its own key, so every running sum is positive.
+    outs = [acc[..., :d_v] / acc[..., d_v:] for _, acc in state]
     out = torch.cat(outs, dim=3).reshape(b, h, t_r, d_v)
     if not torch.isfinite(out).all():
         raise ValueError(

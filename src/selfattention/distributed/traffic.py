@@ -143,8 +143,8 @@ def ulysses_bytes_per_rank(
 
     Examples
     --------
-    >>> ulysses_bytes_per_rank(4, 1, 4, 4, 256, 32, 32, 8)
-    98304
+    >>> ulysses_bytes_per_rank(4, 1, 4, 4, 256, 32, 32, 8)  # the prototype's sizes
+    196608
     """
     world = check_positive_int(world_size, "world_size")
     b, h, h_kv, t, dk, dv, e = (

@@ -19,7 +19,7 @@ from .traffic import note_sent
 
 
 def _all_to_all(x: torch.Tensor, group: object, world: int) -> torch.Tensor:
-    """Swap ``x`` (P, ...) so that part ``j`` goes to rank ``j``; part ``j`` comes from rank ``j``."""
+    """Swap ``x`` (P, ...): part ``j`` goes to rank ``j``, and part ``j`` of the result came from it."""
     x = x.contiguous()
     out = torch.empty_like(x)
     dist.all_to_all_single(out, x, group=group)
@@ -75,9 +75,13 @@ def ulysses_attention(
 
     Examples
     --------
+    Run in every rank of a group, here four processes started by ``spawn``:
+
     >>> from selfattention.distributed import spawn
-    >>> from selfattention.distributed.demos import ulysses_error
-    >>> spawn(ulysses_error, 2, 0, timeout=120) < [1e-12, 1e-12]  # doctest: +SKIP
+    >>> from selfattention.distributed.demos import max_error
+    >>> errors = spawn(max_error, 4, "ulysses", "contiguous", True)  # doctest: +SKIP
+    >>> max(errors) < 1e-12  # doctest: +SKIP
+    True
     """
     b, h, h_kv, t_r, d_k, d_v = check_qkv(query, key, value)
     causal = check_flag(causal, "causal")
@@ -104,7 +108,11 @@ def ulysses_attention(
         return split.permute(1, 2, 0, 3, 4).reshape(b, heads // world, t, width)
 
     # First all-to-all: queries, keys and values in one message per pair of ranks.
-    sizes = [b * h // world * t_r * d_k, b * h_kv // world * t_r * d_k, b * h_kv // world * t_r * d_v]
+    sizes = [
+        b * h // world * t_r * d_k,
+        b * h_kv // world * t_r * d_k,
+        b * h_kv // world * t_r * d_v,
+    ]
     sent = torch.cat([parts(query), parts(key), parts(value)], dim=1)  # (P, sum(sizes))
     got_q, got_k, got_v = _all_to_all(sent, group, world).split(sizes, dim=1)
     q = whole(got_q, h, d_k)  # (B, h/P, T, d_k)
