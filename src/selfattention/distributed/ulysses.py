@@ -19,7 +19,7 @@ from .traffic import note_sent
 
 
 def _all_to_all(x: torch.Tensor, group: object, world: int) -> torch.Tensor:
-    """Swap ``x`` (P, ...): part ``j`` goes to rank ``j``, and part ``j`` of the result came from it."""
+    """Swap ``x`` (P, ...): part ``j`` goes to rank ``j``; part ``j`` of the result is from it."""
     x = x.contiguous()
     out = torch.empty_like(x)
     dist.all_to_all_single(out, x, group=group)
