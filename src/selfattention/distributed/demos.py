@@ -137,7 +137,8 @@ def chapter_run(rank: int, world_size: int, shape: tuple[int, ...], seed: int) -
 
     Returns this rank's output chunks, its logs (bytes, messages, tiles)
     and, as observations only, the wall-clock seconds of each call
-    (the fastest of three).
+    (the fastest of three); under ``"ulysses-limit"``, the error that
+    ``ulysses_attention`` raises for 6 query heads over the ranks.
     """
     q, k, v = make_qkv(seed, *shape)
     runs: dict[str, Any] = {}
@@ -162,4 +163,11 @@ def chapter_run(rank: int, world_size: int, shape: tuple[int, ...], seed: int) -
                 "scores": log.scores,
                 "seconds": min(times),
             }
+    # Ulysses' limit: 6 query heads and 2 key/value heads do not split over 4 ranks.
+    t_r = shape[3] // world_size
+    try:
+        ulysses_attention(q[:, :6, :t_r], k[:, :2, :t_r], v[:, :2, :t_r])
+        runs["ulysses-limit"] = "no error"
+    except ValueError as error:
+        runs["ulysses-limit"] = str(error)
     return runs
