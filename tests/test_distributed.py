@@ -44,6 +44,13 @@ IDS = [
 ]
 
 
+# Refused on every rank: (shape, the message's core). Ulysses needs whole heads per rank.
+REFUSED = [
+    ((1, 6, 2, 8, 3, 3), "h must divide by the world size: h = 6, world size 4"),
+    ((1, 8, 2, 8, 3, 3), "h_kv must divide by the world size: h_kv = 2, world size 4"),
+]
+
+
 def as_case(index):
     method, world, layout, causal, (b, h, h_kv, t_r, d_k, d_v), scale = CASES[index]
     return {
@@ -60,7 +67,12 @@ def as_case(index):
 @pytest.fixture(scope="module")
 def answers():
     """Every case, in one spawn of four ranks: answers[rank][case]."""
-    return spawn(demos.attention_cases, 4, [as_case(i) for i in range(len(CASES))], timeout=240)
+    refused = [
+        {"method": "ulysses", "world": 4, "causal": False, "shape": shape, "seed": 0}
+        for shape, _ in REFUSED
+    ]
+    cases = [as_case(i) for i in range(len(CASES))] + refused
+    return spawn(demos.attention_cases, 4, cases, timeout=240)
 
 
 def groups_of(answers, index):
@@ -101,6 +113,17 @@ def test_bytes_and_tiles_per_rank_match_the_formulas(answers, index):
                 expected = ulysses_bytes_per_rank(world, b, h, h_kv, t, d_k, d_v, 8)
                 assert answer["bytes_sent"] == expected
                 assert answer["messages"] == 2  # in, and back
+
+
+@pytest.mark.parametrize("which", range(len(REFUSED)))
+def test_ulysses_refuses_heads_that_do_not_split(answers, which):
+    for rank in range(4):
+        answer = answers[rank][len(CASES) + which]
+        assert "out" not in answer
+        assert (
+            "ulysses_attention gives each rank whole heads, so " + REFUSED[which][1]
+            in (answer["error"])
+        )
 
 
 def test_the_formulas_by_hand():
