@@ -147,9 +147,7 @@ MUTATIONS = [
         "file": "src/selfattention/distributed/launch.py",
         "old": "    finally:\n        _end(processes)\n",
         "new": "    finally:\n        pass\n",
-        "caught_by": [
-            f"{TESTS}::test_a_hanging_rank_hits_the_timeout_and_every_process_ends"
-        ],
+        "caught_by": [f"{TESTS}::test_a_hanging_rank_hits_the_timeout_and_every_process_ends"],
     },
     {
         "id": "spawn-store-kept-alive",

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .._checks import check_positive_int, check_real, describe
+from .._checks import check_flag, check_positive_int, check_real, describe
 
 
 class RankError(RuntimeError):
@@ -49,8 +49,14 @@ def _worker(
     args: tuple[Any, ...],
     timeout: float,
     pipe: Connection,
+    quiet: bool,
 ) -> None:
     """One rank: join the group, run ``fn``, send back its result or its error."""
+    if quiet:  # what the rank (or gloo, in C++) prints goes nowhere, not into a notebook
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback only
     import torch
     import torch.distributed as dist
@@ -98,7 +104,11 @@ def _end(processes: list[Any]) -> None:
 
 
 def spawn(
-    fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 120.0
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = 120.0,
+    quiet: bool = True,
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` processes of one gloo group.
 
@@ -115,6 +125,11 @@ def spawn(
         Passed to ``fn`` after ``rank`` and ``world_size`` (they must pickle).
     timeout : float, default 120
         Seconds for the whole call, process start-up included.
+    quiet : bool, default True
+        Discard what the ranks print (their standard output and error, C++
+        warnings included), so that nothing of theirs lands in a notebook's
+        outputs; an error still comes back, with its traceback. False
+        lets them print.
 
     Returns
     -------
@@ -161,6 +176,7 @@ def spawn(
             "__main__ cannot be imported: put it in a .py module)"
         )
     world = check_positive_int(world_size, "world_size")
+    quiet = check_flag(quiet, "quiet")
     limit = check_real(timeout, "timeout", kind="a number of seconds")
     if not (math.isfinite(limit) and limit > 0):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -179,7 +195,7 @@ def spawn(
             reader, writer = context.Pipe(duplex=False)
             process = context.Process(
                 target=_worker,
-                args=(fn, rank, world, port, args, limit, writer),
+                args=(fn, rank, world, port, args, limit, writer, quiet),
                 daemon=True,
                 name=f"selfattention-rank-{rank}",
             )
