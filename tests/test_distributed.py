@@ -64,8 +64,7 @@ def as_case(index):
     }
 
 
-@pytest.fixture(scope="module")
-def answers():
+def run_every_case():
     """Every case, in one spawn of four ranks: answers[rank][case]."""
     refused = [
         {"method": "ulysses", "world": 4, "causal": False, "shape": shape, "seed": 0}
@@ -83,20 +82,19 @@ def groups_of(answers, index):
     ]
 
 
-@pytest.mark.parametrize("index", range(len(CASES)), ids=IDS)
-def test_equals_sdpa_on_the_gathered_sequence(answers, index):
+def check_equals_sdpa(answers, index):
     case = as_case(index)
     q, k, v = demos.make_qkv(case["seed"], *case["shape"])
     expected = demos.reference(q, k, v, case["causal"], case["scale"])
     for group in groups_of(answers, index):
-        assert [a["rank"] for a in group] == list(range(case["world"]))
+        assert [a["rank"] for a in group] == list(range(case["world"])), IDS[index]
         whole = gather_sequence([a["out"] for a in group], case["layout"])
-        assert whole.dtype == torch.float64 and whole.shape == expected.shape
-        assert (whole - expected).abs().max().item() < 1e-12
+        assert whole.dtype == torch.float64 and whole.shape == expected.shape, IDS[index]
+        error = (whole - expected).abs().max().item()
+        assert error < 1e-12, f"{IDS[index]}: differs from SDPA by {error:.2e}"
 
 
-@pytest.mark.parametrize("index", range(len(CASES)), ids=IDS)
-def test_bytes_and_tiles_per_rank_match_the_formulas(answers, index):
+def check_bytes_and_tiles(answers, index):
     case = as_case(index)
     b, h, h_kv, t, d_k, d_v = case["shape"]
     world = case["world"]
@@ -104,19 +102,17 @@ def test_bytes_and_tiles_per_rank_match_the_formulas(answers, index):
         for answer in group:
             if case["method"] == "ring":
                 expected = ring_bytes_per_rank(world, b, h_kv, t, d_k, d_v, 8)
-                assert answer["bytes_sent"] == expected
-                assert answer["messages"] == world - 1  # K and V travel together
-                assert answer["tiles"] == ring_tiles(
-                    world, answer["rank"], case["layout"], case["causal"]
-                )
+                assert answer["bytes_sent"] == expected, IDS[index]
+                assert answer["messages"] == world - 1, IDS[index]  # K and V travel together
+                tiles = ring_tiles(world, answer["rank"], case["layout"], case["causal"])
+                assert answer["tiles"] == tiles, IDS[index]
             else:
                 expected = ulysses_bytes_per_rank(world, b, h, h_kv, t, d_k, d_v, 8)
-                assert answer["bytes_sent"] == expected
-                assert answer["messages"] == 2  # in, and back
+                assert answer["bytes_sent"] == expected, IDS[index]
+                assert answer["messages"] == 2, IDS[index]  # in, and back
 
 
-@pytest.mark.parametrize("which", range(len(REFUSED)))
-def test_ulysses_refuses_heads_that_do_not_split(answers, which):
+def check_refused(answers, which):
     for rank in range(4):
         answer = answers[rank][len(CASES) + which]
         assert "out" not in answer
@@ -124,6 +120,20 @@ def test_ulysses_refuses_heads_that_do_not_split(answers, which):
             "ulysses_attention gives each rank whole heads, so " + REFUSED[which][1]
             in (answer["error"])
         )
+
+
+def test_ring_and_ulysses_in_one_spawn():
+    """Every case of CASES, on 1, 2 and 4 ranks, in one spawn (one test, so that
+    pytest-xdist starts the processes once): equal to SDPA on the gathered sequence
+    to 1e-12 in float64, bytes and tiles per rank as the formulas say, and the
+    head counts Ulysses cannot split refused on every rank."""
+    answers = run_every_case()
+    assert [len(answer) for answer in answers] == [len(CASES) + len(REFUSED)] * 4
+    for index in range(len(CASES)):
+        check_equals_sdpa(answers, index)
+        check_bytes_and_tiles(answers, index)
+    for which in range(len(REFUSED)):
+        check_refused(answers, which)
 
 
 def test_the_formulas_by_hand():

@@ -42,7 +42,7 @@ MUTATIONS = [
         "file": "src/selfattention/distributed/ring.py",
         "old": "return m_new, acc * alpha + p @ v1",
         "new": "return m_new, acc + p @ v1",
-        "caught_by": [NB, f"{TESTS}::test_equals_sdpa_on_the_gathered_sequence"],
+        "caught_by": [NB, f"{TESTS}::test_ring_and_ulysses_in_one_spawn"],
     },
     {
         "id": "ring-diagonal-unmasked",
@@ -50,7 +50,7 @@ MUTATIONS = [
         "file": "src/selfattention/distributed/ring.py",
         "old": "hide_future=causal and k_chunk == q_chunk,",
         "new": "hide_future=False,",
-        "caught_by": [NB, f"{TESTS}::test_equals_sdpa_on_the_gathered_sequence"],
+        "caught_by": [NB, f"{TESTS}::test_ring_and_ulysses_in_one_spawn"],
     },
     {
         "id": "ring-skips-the-diagonal",
@@ -58,7 +58,7 @@ MUTATIONS = [
         "file": "src/selfattention/distributed/ring.py",
         "old": "if causal and k_chunk > q_chunk:",
         "new": "if causal and k_chunk >= q_chunk:",
-        "caught_by": [f"{TESTS}::test_equals_sdpa_on_the_gathered_sequence"],
+        "caught_by": [f"{TESTS}::test_ring_and_ulysses_in_one_spawn"],
     },
     {
         "id": "zigzag-striped",
@@ -98,7 +98,7 @@ MUTATIONS = [
         "file": "src/selfattention/distributed/ulysses.py",
         "old": "return split.permute(1, 2, 0, 3, 4).reshape(b, heads // world, t, width)",
         "new": "return split.permute(1, 2, 3, 0, 4).reshape(b, heads // world, t, width)",
-        "caught_by": [NB, f"{TESTS}::test_equals_sdpa_on_the_gathered_sequence"],
+        "caught_by": [NB, f"{TESTS}::test_ring_and_ulysses_in_one_spawn"],
     },
     {
         "id": "ulysses-checks-only-kv-heads",
@@ -106,7 +106,7 @@ MUTATIONS = [
         "file": "src/selfattention/distributed/ulysses.py",
         "old": 'for name, heads in (("h", h), ("h_kv", h_kv)):',
         "new": 'for name, heads in (("h_kv", h_kv),):',
-        "caught_by": [NB, f"{TESTS}::test_ulysses_refuses_heads_that_do_not_split"],
+        "caught_by": [NB, f"{TESTS}::test_ring_and_ulysses_in_one_spawn"],
     },
     {
         "id": "ring-counts-keys-only",
@@ -114,7 +114,7 @@ MUTATIONS = [
         "file": "src/selfattention/distributed/ring.py",
         "old": "note_sent(block.numel() * block.element_size())",
         "new": "note_sent(key.numel() * key.element_size())",
-        "caught_by": [NB, f"{TESTS}::test_bytes_and_tiles_per_rank_match_the_formulas"],
+        "caught_by": [NB, f"{TESTS}::test_ring_and_ulysses_in_one_spawn"],
     },
     {
         "id": "ring-formula-every-block",
@@ -131,7 +131,7 @@ MUTATIONS = [
         "file": "src/selfattention/distributed/ulysses.py",
         "old": "note_sent(x.numel() * x.element_size() * (world - 1) // world)",
         "new": "note_sent(x.numel() * x.element_size())",
-        "caught_by": [NB, f"{TESTS}::test_bytes_and_tiles_per_rank_match_the_formulas"],
+        "caught_by": [NB, f"{TESTS}::test_ring_and_ulysses_in_one_spawn"],
     },
     {
         "id": "bandwidth-in-bits",
