@@ -32,6 +32,7 @@ from .ch14 import check_window_mask
 from .ch15 import check_prefix_matching_score
 from .ch16 import check_causal_key_blocks, check_kv_head_offset
 from .ch18 import check_blocks_for_batch, check_blocks_for_samples
+from .ch19 import check_causal_scores, check_ring_bytes, check_ring_step
 
 __all__ = [
     "Case",
@@ -56,4 +57,7 @@ __all__ = [
     "check_causal_key_blocks",
     "check_blocks_for_batch",
     "check_blocks_for_samples",
+    "check_causal_scores",
+    "check_ring_bytes",
+    "check_ring_step",
 ]
