@@ -159,6 +159,36 @@ def test_on_epoch_end_is_called_before_and_after_every_epoch():
     assert calls == [0, 1, 2]
 
 
+def test_training_runs_on_one_deterministic_thread_and_leaves_eval_mode():
+    # Chapter 11 says train_classifier sets both settings itself: a caller on
+    # two threads without deterministic algorithms gets them during training
+    # (seen from on_epoch_end), and its own settings back afterwards.
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    seen = []
+    model = small_model()
+    try:
+        torch.set_num_threads(2)
+        torch.use_deterministic_algorithms(False)
+        train_classifier(
+            model,
+            make_batch(make_lines(30, seed=1)),
+            epochs=2,
+            log=None,
+            on_epoch_end=lambda epoch, model: seen.append(
+                (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+            ),
+        )
+        after = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+    assert seen == [(1, True)] * 3
+    assert after == (2, False)
+    # Documented: on success the model is left in eval() mode, every submodule.
+    assert not any(module.training for module in model.modules())
+
+
 def test_epoch_result_line_is_rounded():
     line = EpochResult(3, 0.123456, 0.98765, 0.5).line()
     assert line == "epoch  3  loss 0.123  train  98.8%  held-out  50.0%"

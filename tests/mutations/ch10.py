@@ -1,0 +1,153 @@
+"""Mutations of chapter 10: each breaks one claim; the named checks must catch it."""
+
+# ruff: noqa: E501  (each entry quotes whole lines of code)
+
+CHAPTER = "chapters/10_masked_and_cross_attention.ipynb"
+MASKS = "src/selfattention/masks.py"
+CACHE = "src/selfattention/layers/kv_cache.py"
+
+MUTATIONS = [
+    {
+        "id": "mha-mask-not-flipped",
+        "claim": "nn.MultiheadAttention reads True = blocked: to_mha_attn_mask flips the package's keep mask",
+        "file": MASKS,
+        "old": "return ~expanded.reshape(batch * num_heads, t_q, t_k)",
+        "new": "return expanded.reshape(batch * num_heads, t_q, t_k)",
+        "caught_by": ["tests/test_mask_converters.py"],
+        "sample": True,
+    },
+    {
+        "id": "mha-mask-not-flipped-in-chapter",
+        "claim": "every row of the Rosetta stone gives this package's output (MHA, bool 3-D attn_mask)",
+        "file": MASKS,
+        "old": "return ~expanded.reshape(batch * num_heads, t_q, t_k)",
+        "new": "return expanded.reshape(batch * num_heads, t_q, t_k)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "mha-mask-head-major",
+        "claim": "MHA's 3-D attn_mask stacks batch and heads as row sentence * h + head, sentence-major",
+        "file": MASKS,
+        "old": "return ~expanded.reshape(batch * num_heads, t_q, t_k)",
+        "new": "return ~expanded.transpose(0, 1).reshape(batch * num_heads, t_q, t_k)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "causal-mask-sees-next-token",
+        "claim": "the output at position i depends on tokens 0..i only: replacing later tokens leaves it unchanged",
+        "file": MASKS,
+        "old": "keep = np.tril(np.ones((t_q, t_k), dtype=bool), k=offset)  # j <= i + offset",
+        "new": "keep = np.tril(np.ones((t_q, t_k), dtype=bool), k=offset + 1)  # j <= i + offset",
+        "caught_by": [
+            CHAPTER,
+            "tests/test_part2_package.py::test_causal_mask_alignments_match_torch",
+        ],
+    },
+    {
+        "id": "bottom-right-is-top-left",
+        "claim": "bottom-right: query i sees keys j <= i + T_k - T_q, as causal_lower_right does",
+        "file": MASKS,
+        "old": 'offset = 0 if align == "top-left" else t_k - t_q',
+        "new": "offset = 0",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "cache-aligned-top-left",
+        "claim": "cached decoding, token by token or after a prefill, equals one causal pass (needs bottom-right)",
+        "file": "src/selfattention/layers/multi_head.py",
+        "old": 'align = "bottom-right" if cache is not None else "top-left"',
+        "new": 'align = "top-left"',
+        "caught_by": [
+            CHAPTER,
+            "tests/test_part2_package.py::test_cached_decoding_equals_one_causal_forward",
+        ],
+    },
+    {
+        "id": "cache-prepends",
+        "claim": "the cache holds every position's key and value in order (checked directly: the outputs cannot see it)",
+        "file": CACHE,
+        "old": "return torch.cat([self.key, key], dim=-2), torch.cat([self.value, value], dim=-2)",
+        "new": "return torch.cat([key, self.key], dim=-2), torch.cat([value, self.value], dim=-2)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "cache-bytes-keys-only",
+        "claim": "the cache's memory is 2 B h_kv T d_k e per layer (KVCache.nbytes measured)",
+        "file": CACHE,
+        "old": "return sum(t.numel() * t.element_size() for t in (self.key, self.value))",
+        "new": "return sum(t.numel() * t.element_size() for t in (self.key,))",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "padding-mask-one-too-long",
+        "claim": "padded keys get exactly zero weight, and the real tokens get the outputs they would get alone",
+        "file": MASKS,
+        "old": "mask = np.arange(max_len)[None, :] < values[:, None]  # (B, max_len)",
+        "new": "mask = np.arange(max_len)[None, :] <= values[:, None]  # (B, max_len)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "padding-mask-on-queries",
+        "claim": "a padding mask (B, T_k) enters the scores as (B, 1, 1, T_k): it is about keys",
+        "file": CHAPTER,
+        "old": "x_batch, mask=keep_keys[:, None, None, :])  # mask (B, 1, 1, T)",
+        "new": "x_batch, mask=keep_keys[:, None, :, None])  # mask (B, 1, 1, T)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "from-additive-only-minus-inf",
+        "claim": "from_additive accepts the fill values in common use (-inf, finfo(dtype).min, -1e9)",
+        "file": MASKS,
+        "old": "keep = values == 0\n",
+        "new": "keep = ~np.isinf(values)\n",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "from-torch-bias-chunks-reversed",
+        "claim": "the same weights loaded into nn.MultiheadAttention with from_torch give the package's output (random biases)",
+        "file": "src/selfattention/layers/multi_head.py",
+        "old": "module.in_proj_bias.chunk(3, dim=0),",
+        "new": "module.in_proj_bias.chunk(3, dim=0)[::-1],",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "cross-attention-weak-gain",
+        "claim": "cross-attention delivers the alignment we asked for: i reads you, am reads are, fine reads how",
+        "file": CHAPTER,
+        "old": "target[i, question.index(wanted[word])] = 3.0          # the gain",
+        "new": "target[i, question.index(wanted[word])] = 0.3          # the gain",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "work-formula-without-av",
+        "claim": "counted multiply-adds equal the formula T_q (2 d^2 + 2 d h_kv d_k) + 2 h T_q T_k d_k at every step",
+        "file": CHAPTER,
+        "old": "            + 2 * h * t_q * t_k * d_k)",
+        "new": "            + h * t_q * t_k * d_k)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "dropout-in-eval",
+        "claim": "dropout on the weights only in training: in eval mode the rows sum to 1",
+        "file": "src/selfattention/layers/attention_torch.py",
+        "old": "if dropout > 0.0 and training:",
+        "new": "if dropout > 0.0:",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "fused-forgets-eval",
+        "claim": "a module calling F.scaled_dot_product_attention passes dropout_p=self.dropout if self.training else 0.0",
+        "file": CHAPTER,
+        "old": "p = self.dropout if (self.training or forget_eval) else 0.0",
+        "new": "p = self.dropout",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "exercise-additive-mask-flipped",
+        "claim": "exercise 1: check_additive_mask rejects a mask with the blocked entries flipped (reference solution made wrong)",
+        "file": CHAPTER,
+        "old": "    blocked = (attention_mask == 0)[:, None, None, :]       # (B, 1, 1, T_k)",
+        "new": "    blocked = (attention_mask == 1)[:, None, None, :]       # (B, 1, 1, T_k)",
+        "caught_by": [CHAPTER],
+    },
+]
