@@ -124,8 +124,13 @@ def main() -> int:
         for dtype, ds in widths.items():
             for d in ds:
                 for kind in KERNELS:
-                    row = dict(arch=arch, dtype=str(dtype), d=d, kind=kind,
-                               blocks=flash._default_blocks(d, d, dtype))
+                    row = dict(
+                        arch=arch,
+                        dtype=str(dtype),
+                        d=d,
+                        kind=kind,
+                        blocks=flash._default_blocks(d, d, dtype),
+                    )
                     src, options = source(kind, dtype, d)
                     try:
                         row["shared"], row["tensor_cores"] = allocated(src, arch, options)
@@ -134,8 +139,9 @@ def main() -> int:
                         print(json.dumps(row), flush=True)
                         continue
                     if (dtype, d) in full:
-                        compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                                                  options=options)
+                        compiled = triton.compile(
+                            src, target=GPUTarget("cuda", arch, 32), options=options
+                        )
                         row["cubin"] = "cubin" in compiled.asm
                         row["compiled_shared"] = compiled.metadata.shared
                     print(json.dumps(row), flush=True)

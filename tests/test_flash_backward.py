@@ -83,9 +83,7 @@ def test_random_shapes(seed):
     d_k, d_v = (int(d) for d in rng.choice([16, 24, 64, 100, 128], size=2))
     scale = float(rng.uniform(0.05, 0.4))
     q, k, v, d_out = make(1, heads, kv_heads, t_q, t_k, d_k, d_v, seed=seed)
-    assert_grads_match(
-        q, k, v, d_out, bool(rng.integers(2)), scale, block_m=32, block_n=16
-    )
+    assert_grads_match(q, k, v, d_out, bool(rng.integers(2)), scale, block_m=32, block_n=16)
 
 
 def test_default_blocks_and_custom_scale():

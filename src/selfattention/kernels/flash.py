@@ -278,11 +278,13 @@ def _dkdv_query_block(
     rows = queries < T_q
     q = tl.load(
         q_head + queries[:, None] * stride_qt + offs_d[None, :] * stride_qd,
-        mask=rows[:, None] & (offs_d[None, :] < D), other=0.0,
+        mask=rows[:, None] & (offs_d[None, :] < D),
+        other=0.0,
     )  # fmt: skip  (b_q, d_k)
     do = tl.load(
         do_head + queries[:, None] * stride_dot + offs_dv[None, :] * stride_dod,
-        mask=rows[:, None] & (offs_dv[None, :] < DV), other=0.0,
+        mask=rows[:, None] & (offs_dv[None, :] < DV),
+        other=0.0,
     )  # fmt: skip  (b_q, d_v)
     # Rows past T_q get L = +inf, so that their weights exp(s - L) are 0.
     lse2 = tl.load(lse_head + queries, mask=rows, other=float("inf")) * 1.4426950408889634
@@ -366,14 +368,22 @@ def _flash_backward_dkdv_kernel(
     offs_dv = tl.arange(0, BLOCK_DV)
     keys = offs_n < T_k
     k = tl.load(
-        K + b * stride_kb + g * stride_kh
-        + offs_n[:, None] * stride_kt + offs_d[None, :] * stride_kd,
-        mask=keys[:, None] & (offs_d[None, :] < D), other=0.0,
+        K
+        + b * stride_kb
+        + g * stride_kh
+        + offs_n[:, None] * stride_kt
+        + offs_d[None, :] * stride_kd,
+        mask=keys[:, None] & (offs_d[None, :] < D),
+        other=0.0,
     )  # fmt: skip  (b_k, d_k)
     v = tl.load(
-        V + b * stride_vb + g * stride_vh
-        + offs_n[:, None] * stride_vt + offs_dv[None, :] * stride_vd,
-        mask=keys[:, None] & (offs_dv[None, :] < DV), other=0.0,
+        V
+        + b * stride_vb
+        + g * stride_vh
+        + offs_n[:, None] * stride_vt
+        + offs_dv[None, :] * stride_vd,
+        mask=keys[:, None] & (offs_dv[None, :] < DV),
+        other=0.0,
     )  # fmt: skip  (b_k, d_v)
     dk = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_DV), tl.float32)
@@ -450,11 +460,13 @@ def _dq_key_block(
     inside = keys < T_k
     k = tl.load(
         k_head + keys[:, None] * stride_kt + offs_d[None, :] * stride_kd,
-        mask=inside[:, None] & (offs_d[None, :] < D), other=0.0,
+        mask=inside[:, None] & (offs_d[None, :] < D),
+        other=0.0,
     )  # fmt: skip  (b_k, d_k)
     v = tl.load(
         v_head + keys[:, None] * stride_vt + offs_dv[None, :] * stride_vd,
-        mask=inside[:, None] & (offs_dv[None, :] < DV), other=0.0,
+        mask=inside[:, None] & (offs_dv[None, :] < DV),
+        other=0.0,
     )  # fmt: skip  (b_k, d_v)
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2  # (b_q, b_k)
     p = tl.math.exp2(s - lse2[:, None])  # the forward's weights, rebuilt
@@ -524,14 +536,22 @@ def _flash_backward_dq_kernel(
     offs_dv = tl.arange(0, BLOCK_DV)
     rows = offs_m < T_q
     q = tl.load(
-        Q + b * stride_qb + r * stride_qh
-        + offs_m[:, None] * stride_qt + offs_d[None, :] * stride_qd,
-        mask=rows[:, None] & (offs_d[None, :] < D), other=0.0,
+        Q
+        + b * stride_qb
+        + r * stride_qh
+        + offs_m[:, None] * stride_qt
+        + offs_d[None, :] * stride_qd,
+        mask=rows[:, None] & (offs_d[None, :] < D),
+        other=0.0,
     )  # fmt: skip  (b_q, d_k)
     do = tl.load(
-        DOut + b * stride_dob + r * stride_doh
-        + offs_m[:, None] * stride_dot + offs_dv[None, :] * stride_dod,
-        mask=rows[:, None] & (offs_dv[None, :] < DV), other=0.0,
+        DOut
+        + b * stride_dob
+        + r * stride_doh
+        + offs_m[:, None] * stride_dot
+        + offs_dv[None, :] * stride_dod,
+        mask=rows[:, None] & (offs_dv[None, :] < DV),
+        other=0.0,
     )  # fmt: skip  (b_q, d_v)
     lse2 = tl.load(Lse + pid_bh * T_q + offs_m, mask=rows, other=float("inf")) * 1.4426950408889634
     delta = tl.load(Delta + pid_bh * T_q + offs_m, mask=rows, other=0.0)
