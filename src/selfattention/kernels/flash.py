@@ -652,7 +652,8 @@ def _check_inputs_finite(query: torch.Tensor, key: torch.Tensor, value: torch.Te
     or a sum that overflows) pays for the entry-by-entry check.
     """
     inputs = {"query": query, "key": key, "value": value}
-    sums = torch.stack([tensor.sum(dtype=torch.float32) for tensor in inputs.values()])  # (3,)
+    with torch.no_grad():  # a check, not part of autograd's graph
+        sums = torch.stack([tensor.sum(dtype=torch.float32) for tensor in inputs.values()])
     if bool(torch.isfinite(sums).all()):
         return
     for name, tensor in inputs.items():
