@@ -1,5 +1,7 @@
 """Mutations of chapter 17 and of selfattention.kernels: each breaks one claim; the named checks must catch it."""
 
+# ruff: noqa: E501
+
 K = "src/selfattention/kernels/flash.py"
 NB = "chapters/17_flash_attention_backward.ipynb"
 KT = "tests/test_kernels.py"
@@ -113,12 +115,12 @@ MUTATIONS = [
         "caught_by": [f"{BT}::test_the_backward_skips_the_blocks_the_mask_hides"],
     },
     {
-        "id": "backward-padded-rows-weight-one",
-        "claim": "T not a multiple of the blocks",
+        "id": "backward-dq-no-mask-past-t-k",
+        "claim": "T not a multiple of the blocks (keys past T_k get no weight)",
         "file": K,
-        "old": 'lse2 = tl.load(lse_head + queries, mask=rows, other=float("inf"))',
-        "new": "lse2 = tl.load(lse_head + queries, mask=rows, other=0.0)",
-        "caught_by": [f"{BT}::test_gradients_match_float64_sdpa"],
+        "old": "        p = tl.where(inside[None, :], p, 0.0)",
+        "new": "        p = p",
+        "caught_by": [f"{BT}::test_very_negative_scores_with_keys_past_the_end"],
     },
     {
         "id": "forward-lse-in-base-2",

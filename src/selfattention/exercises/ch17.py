@@ -25,7 +25,7 @@ def _harness():
     """The kernel that calls the reader's function (built once, after the interpreter choice)."""
     global _HARNESS
     if _HARNESS is None:
-        from .. import kernels  # noqa: F401  (chooses the interpreter before triton)
+        from .. import kernels  # noqa: F401, I001  (chooses the interpreter before triton)
         import triton
         import triton.language as tl
 
