@@ -799,13 +799,13 @@ def flash_attention(
     block_m: int | None = None,
     block_n: int | None = None,
 ) -> torch.Tensor:
-    """Exact attention ``softmax(Q K^T * scale) V`` in fused Triton kernels, with a gradient.
+    """Exact attention ``softmax(Q K^T * scale) V`` in one fused Triton kernel.
 
-    FlashAttention (Dao et al., 2022, 2023). In the forward pass each program
-    of the kernel owns ``block_m`` queries of one head, walks over the keys
-    ``block_n`` at a time with the online softmax, and writes its rows of the
-    output and of the row log-sum-exp ``L`` once: the ``T_q x T_k`` scores
-    are never stored. When an input requires a gradient, autograd saves
+    FlashAttention (Dao et al., 2022, 2023), with its backward pass. In the
+    forward pass each program of the kernel owns ``block_m`` queries of one
+    head, walks over the keys ``block_n`` at a time with the online softmax,
+    and writes its rows of the output and of the row log-sum-exp ``L`` once:
+    the ``T_q x T_k`` scores are never stored. When an input requires a gradient, autograd saves
     ``Q``, ``K``, ``V``, the output and ``L`` (``(B, h, T_q)`` float32), and
     the backward pass rebuilds the weights tile by tile from them, as
     FlashAttention-2 does: one kernel computes ``D = rowsum(dO o O)``, one
