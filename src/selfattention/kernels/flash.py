@@ -835,12 +835,16 @@ def flash_attention(
     block_m, block_n : int, optional
         ``b_q`` and ``b_k``, Triton's ``BLOCK_M`` and ``BLOCK_N``: queries
         per program and keys per step (the backward's programs own
-        ``block_n`` keys or ``block_m`` queries). Powers of two, at least 16.
+        ``block_n`` keys or ``block_m`` queries). Powers of two, at least 16:
+        on a GPU the inner dimension of each ``tl.dot`` must be at least 16
+        for 16-bit inputs, and each block size is the inner dimension of a
+        product somewhere (``b_k`` in ``P V``, ``b_q`` in ``P^T dO``).
         ``T_q`` and ``T_k`` need not be multiples of them. By default chosen
         by the padded width and the dtype: ``(128, 64)`` for ``d <= 128``
         (``(64, 64)`` for float32 at ``64 < d <= 128``), smaller for wider
         heads, so that every kernel fits the shared memory of an A100 and an
-        H100. Other sizes may not fit a GPU (Triton's ``OutOfResources``).
+        H100 (checked by the tests for d up to 256). Other sizes, or wider
+        heads, may not fit a GPU (Triton's ``OutOfResources``).
 
     Returns
     -------
