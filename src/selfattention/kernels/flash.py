@@ -203,7 +203,7 @@ def _flash_forward_kernel(
     tl.store(Lse + pid_bh * T_q + offs_m, lse, mask=offs_m < T_q)
 
 
-# --- the backward pass (FlashAttention-2's two loop orders) -------------------------
+# --- the backward pass: a key-major and a query-major loop, no atomics -------------
 
 
 @triton.jit
@@ -807,10 +807,12 @@ def flash_attention(
     and writes its rows of the output and of the row log-sum-exp ``L`` once:
     the ``T_q x T_k`` scores are never stored. When an input requires a gradient, autograd saves
     ``Q``, ``K``, ``V``, the output and ``L`` (``(B, h, T_q)`` float32), and
-    the backward pass rebuilds the weights tile by tile from them, as
-    FlashAttention-2 does: one kernel computes ``D = rowsum(dO o O)``, one
-    owns blocks of keys and accumulates ``dK`` and ``dV`` over the queries,
-    and one owns blocks of queries and accumulates ``dQ`` over the keys.
+    the backward pass rebuilds the weights tile by tile from them: one
+    kernel computes ``D = rowsum(dO o O)``, one owns blocks of keys and
+    accumulates ``dK`` and ``dV`` over the queries (FlashAttention-2's
+    loop), and one owns blocks of queries and accumulates ``dQ`` over the
+    keys, instead of FlashAttention-2's atomic additions into ``dQ`` (as
+    Triton's fused-attention tutorial does): deterministic gradients.
 
     Parameters
     ----------
