@@ -27,7 +27,10 @@ difference is the peak *extra* memory of one call, inputs excluded. Where
 the reset is not available it falls back to ``resource.getrusage``'s
 ``ru_maxrss``, which may over-count.
 
-With a CUDA GPU, it also times chapter 16's Triton kernel
+With a CUDA GPU, it also times chapter 17's forward plus backward
+(``_forward_with_lse`` and ``_backward``, without the input checks)
+against SDPA's forward plus backward, bfloat16, T = 1024..16384, after
+checking the gradients through autograd once per size; and chapter 16's Triton kernel
 (``selfattention.kernels``) against SDPA on the GPU: inputs (1, 16, T,
 64) in bfloat16 for T = 1024..32768, with and without the causal mask,
 each time the median of ``triton.testing.do_bench`` (CUDA events), as a
@@ -274,6 +277,79 @@ def kernel_benchmark(sizes: list[int], heads: int = 16, d_head: int = 64) -> Non
         print(f"  kernel within 1.3x of SDPA's time at T >= 4096: worst {worst:.2f}x, {verdict}")
 
 
+BACKWARD_SIZES = [1024, 2048, 4096, 8192, 16384]
+
+
+def backward_benchmark(sizes: list[int], heads: int = 16, d_head: int = 64) -> None:
+    """Time forward plus backward of the Triton kernels against SDPA's, bf16, on the GPU."""
+    if not torch.cuda.is_available():
+        print(
+            "\nTriton forward + backward (chapter 17): no CUDA GPU here, skipped (the "
+            "interpreter runs the kernels on a CPU for the tests; timing it would time numpy)"
+        )
+        return
+    from selfattention.kernels import INTERPRETED, flash_attention
+    from selfattention.kernels.flash import _backward, _default_blocks, _forward_with_lse
+
+    if INTERPRETED:
+        print("\nTriton forward + backward: TRITON_INTERPRET=1 is set; skipped")
+        return
+    from triton.testing import do_bench
+
+    name = torch.cuda.get_device_name()
+    block_m, block_n = _default_blocks(d_head, d_head, torch.bfloat16)
+    print(
+        f"\nTriton forward + backward (chapter 17) against SDPA's on {name}: "
+        f"(1, {heads}, T, {d_head}) bfloat16, median of triton.testing.do_bench"
+    )
+    print(f"{'T':>6} {'causal':>6} {'SDPA ms':>9} {'kernels ms':>11} {'kernels/SDPA':>13}")
+    ratios: dict[tuple[int, bool], float] = {}
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    scale = 1.0 / math.sqrt(d_head)
+    for length in sizes:
+        q, k, v, d_out = (
+            torch.randn(1, heads, length, d_head, device="cuda", generator=generator).to(
+                torch.bfloat16
+            )
+            for _ in range(4)
+        )
+        for causal in (False, True):
+            # Checked once through autograd: the kernels' gradients against SDPA's.
+            leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+            refs = [t.clone().requires_grad_() for t in (q, k, v)]
+            flash_attention(*leaves, causal=causal).backward(d_out)
+            F.scaled_dot_product_attention(*refs, is_causal=causal).backward(d_out)
+            for mine, theirs in zip(leaves, refs, strict=True):
+                error = (mine.grad.float() - theirs.grad.float()).abs().max().item()
+                scale_of = theirs.grad.float().abs().max().item()
+                assert error < 5e-2 * scale_of, f"gradients differ by {error:.2e} at T = {length}"
+
+            def kernels(c=causal, q=q, k=k, v=v, grad=d_out) -> None:
+                out, lse = _forward_with_lse(q, k, v, c, scale, block_m, block_n)
+                _backward(q, k, v, out, lse, grad, c, scale, block_m, block_n)
+
+            def sdpa(c=causal, leaves=refs, grad=d_out) -> None:
+                F.scaled_dot_product_attention(*leaves, is_causal=c).backward(grad)
+
+            sdpa_ms = do_bench(sdpa, grad_to_none=refs, return_mode="median")
+            kernel_ms = do_bench(kernels, return_mode="median")
+            ratios[(length, causal)] = kernel_ms / sdpa_ms
+            print(
+                f"{length:>6} {causal!s:>6} {sdpa_ms:>9.3f} {kernel_ms:>11.3f} "
+                f"{kernel_ms / sdpa_ms:>12.2f}x",
+                flush=True,
+            )
+        del q, k, v, d_out
+    long = [ratio for (length, _), ratio in ratios.items() if length >= 4096]
+    if long:
+        worst = max(long)
+        verdict = "met" if worst <= 1.5 else f"MISSED by {100 * (worst / 1.5 - 1):.0f}%"
+        print(
+            f"  forward + backward within 1.5x of SDPA's at T >= 4096: worst {worst:.2f}x, "
+            f"{verdict}"
+        )
+
+
 # --- the report ------------------------------------------------------------------
 
 
@@ -320,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     kernel_sizes = args.kernel_sizes or ([1024, 4096] if args.quick else KERNEL_SIZES)
     if args.gpu_only:
         kernel_benchmark(kernel_sizes)
+        backward_benchmark([t for t in kernel_sizes if t <= 16384])
         return 0
 
     quick_sizes = [512, 1024, 2048]
@@ -430,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         naive_growth = memory["naive"][8192] / max(memory["naive"][2048], 1)
         print(f"  (naive grows {naive_growth:.1f}x over the same range)")
     kernel_benchmark(kernel_sizes)
+    backward_benchmark([t for t in kernel_sizes if t <= 16384])
     return 0
 
 

@@ -31,6 +31,7 @@ from .ch13 import check_rotary_embedding
 from .ch14 import check_window_mask
 from .ch15 import check_prefix_matching_score
 from .ch16 import check_causal_key_blocks, check_kv_head_offset
+from .ch17 import check_dv_update
 from .ch18 import check_blocks_for_batch, check_blocks_for_samples
 from .ch19 import check_causal_scores, check_ring_bytes, check_ring_step
 
@@ -55,6 +56,7 @@ __all__ = [
     "check_window_mask",
     "check_kv_head_offset",
     "check_causal_key_blocks",
+    "check_dv_update",
     "check_blocks_for_batch",
     "check_blocks_for_samples",
     "check_causal_scores",
