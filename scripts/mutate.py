@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
+import json
 import multiprocessing
 import os
 import pathlib
@@ -450,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS") or 2))
     parser.add_argument("--catalogue", type=pathlib.Path, default=CATALOGUE)
     parser.add_argument("--root", type=pathlib.Path, default=ROOT, help="the checkout to copy")
+    parser.add_argument("--json", type=pathlib.Path, help="also write every result to this file")
     args = parser.parse_args(argv)
     root = args.root.resolve()
 
@@ -505,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
             f" slowest {max(ran, key=lambda r: r.seconds).key}"
             f" {max(r.seconds for r in ran):.1f} s)"
         )
+    if args.json:
+        args.json.write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=1) + "\n")
     print(summary(results))
     return 0 if all(r.outcome == "caught" for r in results) else 1
 

@@ -33,7 +33,11 @@ MUTMUT = pathlib.Path(sys.executable).parent / "mutmut"
 TARGETS = {
     "masks": (
         ["src/selfattention/masks.py"],
-        ["tests/test_mask_converters.py", "tests/test_bad_inputs.py"],
+        [
+            "tests/test_mask_converters.py",
+            "tests/test_bad_inputs.py",
+            "tests/test_masks_contract.py",
+        ],
     ),
     "layers": (
         ["src/selfattention/layers/*"],
@@ -63,7 +67,8 @@ def configure(target: str) -> pathlib.Path:
     lines += [f"    {pattern}" for pattern in files]
     lines += ["pytest_add_cli_args_test_selection ="]
     lines += [f"    {test}" for test in tests]
-    lines += ["pytest_add_cli_args =", "    -p", "    no:xdist", "    -p", "    no:nbval", "    -q"]
+    options = ["-p", "no:xdist", "-p", "no:nbval", "-q"]
+    lines += ["pytest_add_cli_args =", *(f"    {option}" for option in options)]
     (folder / "setup.cfg").write_text("\n".join(lines) + "\n")
     return folder
 
