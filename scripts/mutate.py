@@ -39,6 +39,7 @@ import multiprocessing
 import os
 import pathlib
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -94,6 +95,9 @@ class Result:
     outcome: str  # caught, survived, broken, does-not-apply, malformed
     detail: str
     seconds: float = 0.0
+    #: CPU seconds of the worker and the kernels and pytest runs it waited for: what the
+    #: mutation costs on an idle machine, whatever the load on a shared one.
+    cpu_seconds: float = 0.0
 
 
 def is_notebook(path: str) -> bool:
@@ -363,7 +367,7 @@ def run_pytest(argument: str, scratch: pathlib.Path) -> tuple[str, str]:
 def run_one(mutation: Mutation) -> Result:
     """Apply one mutation to this worker's copy, run its checks, restore the copy."""
     assert _SCRATCH is not None, "init_worker first"
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu_time()
     error = locate(mutation, _SCRATCH)
     if error is not None:
         return error
@@ -386,7 +390,16 @@ def run_one(mutation: Mutation) -> Result:
                 break
     finally:
         target.write_bytes(original)
-    return Result(mutation.key, outcome, "; ".join(details), time.perf_counter() - start)
+    seconds, cpu_seconds = time.perf_counter() - start, cpu_time() - cpu_start
+    return Result(mutation.key, outcome, "; ".join(details), seconds, cpu_seconds)
+
+
+def cpu_time() -> float:
+    """User and system CPU seconds of this process and its waited-for children."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def select(
@@ -495,17 +508,20 @@ def main(argv: list[str] | None = None) -> int:
                 result = future.result()
                 results.append(result)
                 print(
-                    f"{result.outcome:<15} {result.key} ({result.seconds:.1f} s): {result.detail}",
+                    f"{result.outcome:<15} {result.key} ({result.seconds:.1f} s,"
+                    f" {result.cpu_seconds:.1f} s CPU): {result.detail}",
                     flush=True,
                 )
     elapsed = time.perf_counter() - start
     ran = [r for r in results if r.seconds]
+    cpu = sum(r.cpu_seconds for r in ran)
     if ran:
         print(
             f"{len(ran)} mutations run in {elapsed:.0f} s on {workers} workers"
             f" ({sum(r.seconds for r in ran) / len(ran):.1f} s each on average,"
             f" slowest {max(ran, key=lambda r: r.seconds).key}"
-            f" {max(r.seconds for r in ran):.1f} s)"
+            f" {max(r.seconds for r in ran):.1f} s); CPU {cpu:.0f} s in all,"
+            f" {cpu / len(ran):.1f} s each: about {cpu / workers:.0f} s on {workers} idle cores"
         )
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=1) + "\n")
