@@ -87,7 +87,7 @@ def test_the_working_tree_is_left_as_it_was(full_run):
 
 
 def test_one_mutation_by_id_passes():
-    done = run_runner("--id", "ch01:triple", "--workers", "1")
+    done = run_runner("--id", "ch01:both-twos", "--workers", "1")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1] == "1 mutations: 1 caught, 0 survived"
 
