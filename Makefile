@@ -112,8 +112,8 @@ mutate: $(STAMP) ## Run the mutation catalogue: every catalogued claim broken mu
 test-mutate-sample: $(STAMP) ## The catalogue's sample: the one entry per chapter marked sample (make test runs it)
 	$(PY) scripts/mutate.py --sample --workers $(WORKERS)
 
-mutate-package: $(STAMP) ## mutmut over layers/, masks.py and kernels/ with their unit tests (a measurement: docs/mutation-score.md)
-	$(PY) scripts/mutate_package.py $(TARGET)
+mutate-package: $(STAMP) ## mutmut over layers/, masks.py, kernels/ with their unit tests (TARGET=masks, MUTATE_SECONDS=600; docs/mutation-score.md)
+	$(PY) scripts/mutate_package.py $(TARGET) $(if $(MUTATE_SECONDS),--max-seconds $(MUTATE_SECONDS))
 
 clean: ## Remove the built site
 	rm -rf _build

@@ -21,6 +21,7 @@ import argparse
 import collections
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -48,6 +49,7 @@ TARGETS = {
             "tests/test_latent_attention.py",
             "tests/test_cache_sizes.py",
             "tests/test_bad_inputs.py",
+            "tests/test_layers_contract.py",
         ],
     ),
     "kernels": (["src/selfattention/kernels/*"], ["tests/test_kernels.py"]),
@@ -95,6 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("targets", nargs="*", help=f"any of {', '.join(TARGETS)}")
     parser.add_argument("--max-children", type=int, default=int(os.environ.get("WORKERS") or 2))
+    parser.add_argument(
+        "--names", nargs="+", default=[], help="only these mutants (mutmut globs, e.g. 'x.y*')"
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="stop each target after this long; what was checked by then is kept and counted",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.targets) - set(TARGETS))
     if unknown:
@@ -103,19 +114,24 @@ def main(argv: list[str] | None = None) -> int:
     for target in args.targets or list(TARGETS):
         folder = configure(target)
         start = time.perf_counter()
-        subprocess.run(
-            [str(MUTMUT), "run", "--max-children", str(args.max_children)],
-            cwd=folder,
-            env=env,
-            check=False,
-        )
+        command = [str(MUTMUT), "run", "--max-children", str(args.max_children), *args.names]
+        process = subprocess.Popen(command, cwd=folder, env=env, start_new_session=True)
+        try:
+            process.wait(timeout=args.max_seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGTERM)  # mutmut and the children it forked
+            process.wait()
+            print(f"\n{target}: stopped after {args.max_seconds:.0f} s (--max-seconds)")
         seconds = time.perf_counter() - start
         statuses = counts(folder)
         total = sum(statuses.values())
-        killed = statuses.get("killed", 0)
+        unchecked = statuses.pop("not checked", 0)
+        killed, survived = statuses.get("killed", 0), statuses.get("survived", 0)
+        score = f"{100 * killed / (total - unchecked):.1f}%" if total > unchecked else "n/a"
         print(
-            f"{target}: {total} mutants, {killed} killed, {statuses.get('survived', 0)} survived"
-            f" ({dict(statuses)}) in {seconds:.0f} s"
+            f"{target}: {total} mutants, {total - unchecked} checked ({unchecked} not checked):"
+            f" {killed} killed, {survived} survived, score {score} of the checked;"
+            f" all statuses {dict(statuses)}; {seconds:.0f} s"
         )
     return 0
 
