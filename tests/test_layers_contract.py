@@ -13,7 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from selfattention import KVCache, MultiHeadAttention, MultiHeadLatentAttention
+from selfattention import KVCache, MultiHeadAttention, MultiHeadLatentAttention, SelfAttention
+from selfattention.layers.attention_torch import check_model_input
 from selfattention.layers.rotary import permute_rotary_rows
 
 
@@ -94,3 +95,82 @@ def test_latent_cache_checks_name_what_is_wrong():
         mla(torch.randn(1, 1, 12), causal=True, cache=other)
     with pytest.raises(TypeError, match=r"^cache must be a KVCache, got dict$"):
         mla(torch.randn(1, 1, 12), cache={})
+
+
+def test_self_attention_widths_and_biases():
+    layer = SelfAttention(8, d_k=4, d_v=6)
+    assert (layer.q_proj.out_features, layer.k_proj.out_features) == (4, 4)
+    assert (layer.v_proj.out_features, layer.out_proj.in_features) == (6, 6)
+    assert SelfAttention(8, d_k=4).v_proj.out_features == 4  # d_v defaults to d_k
+    assert SelfAttention(8).q_proj.out_features == 8  # d_k defaults to d_model
+    with_bias, without = SelfAttention(8), SelfAttention(8, bias=False)
+    projections = ("q_proj", "k_proj", "v_proj", "out_proj")
+    assert all(getattr(with_bias, name).bias is not None for name in projections)
+    assert all(getattr(without, name).bias is None for name in projections)
+
+
+@pytest.mark.parametrize("name", ["d_k", "d_v"])
+def test_self_attention_width_errors_name_the_argument(name):
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        SelfAttention(8, **{name: 0})
+
+
+def test_self_attention_says_why_its_output_is_not_finite():
+    torch.manual_seed(0)
+    layer = SelfAttention(4).eval()
+    with pytest.raises(
+        ValueError,
+        match=r"^the attention's output overflows torch\.float32 although x are finite: "
+        r"their projections or scores are too large for the dtype; rescale the inputs "
+        r"or compute in float64$",
+    ):
+        layer(torch.full((1, 3, 4), 1e30))
+    with torch.no_grad():
+        layer.q_proj.weight[0, 0] = float("nan")
+    with pytest.raises(
+        ValueError,
+        match=r"^the module's parameter q_proj\.weight \(shape \(4, 4\)\) holds NaN or inf, "
+        r"so the attention's output would too$",
+    ):
+        layer(torch.ones(1, 3, 4))
+
+
+def test_latent_attention_says_which_result_overflows():
+    """Before caching latents or rotary keys, and at the output."""
+    torch.manual_seed(0)
+    x = torch.ones(1, 3, 12)  # (B, T, d_model)
+    for part, what in (("kv_down", "latents"), ("k_rope", "rotary keys"), ("out_proj", "output")):
+        mla = MultiHeadLatentAttention(12, 4, latent_dim=3, rope_dim=2).eval()
+        with torch.no_grad():
+            getattr(mla, part).weight.fill_(3e38)  # finite, but its sums overflow float32
+        with pytest.raises(
+            ValueError, match=rf"^the attention's {what} overflows torch\.float32 although x are"
+        ):
+            mla(x, causal=True, cache=KVCache())  # with a cache, what it would store is checked
+
+
+def test_latent_attention_arguments_and_defaults():
+    mla = MultiHeadLatentAttention(12, 4, latent_dim=3, rope_dim=2)
+    assert mla.rope_base == 10000.0  # the documented default, as in RoPE's paper
+    for kwargs, name in (
+        ({"rope_dim": -1}, "rope_dim"),
+        ({"head_dim": 0}, "head_dim"),
+        ({"rope_dim": 2, "rope_base": -1.0}, "rope_base"),
+    ):
+        with pytest.raises((ValueError, TypeError), match=rf"\b{name}\b"):
+            MultiHeadLatentAttention(12, 4, latent_dim=3, **kwargs)
+    with pytest.raises(ValueError, match=r"\bpass head_dim to choose the per-head width\b"):
+        MultiHeadLatentAttention(10, 4, latent_dim=3)
+
+
+def test_multi_head_dropout_drops_the_given_fraction():
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(8, 2, dropout=0.1).train()
+    _, weights = layer(torch.randn(4, 16, 8))  # weights (B, h, T, T): 2048 entries
+    dropped = (weights == 0).float().mean().item()
+    assert 0.05 < dropped < 0.2, dropped  # p = 0.1, not F.dropout's default 0.5
+
+
+def test_check_model_input_names_other_ranks():
+    with pytest.raises(ValueError, match=r"^x must have shape 4-D, got \(2, 3\)$"):
+        check_model_input(torch.zeros(2, 3), "x", 3, ranks=(4,))
