@@ -498,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     workers = max(1, min(args.workers, len(runnable) or 1))
+    if not runnable:
+        print(summary(results))
+        return 0 if all(r.outcome == "caught" for r in results) else 1
     with tempfile.TemporaryDirectory(prefix="mutate-") as parent:
         context = multiprocessing.get_context("forkserver")
         with concurrent.futures.ProcessPoolExecutor(
