@@ -37,7 +37,7 @@ book: $(STAMP) ## Build the website into _build/html
 	$(BIN)/jupyter-book build .
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-test: lint test-unit test-notebooks test-book ## Run the whole suite (lint, unit, notebooks, strict build, browser)
+test: lint test-unit test-notebooks test-book test-mutate-sample ## Run the whole suite (lint, unit, notebooks, strict build, mutation sample, browser)
 	@if [ -n "$(CHROMIUM)" ]; then $(MAKE) --no-print-directory test-browser; \
 	elif [ -n "$$BOOK_REQUIRE_BROWSER" ]; then \
 	  echo "Browser tests: no Chromium, and BOOK_REQUIRE_BROWSER is set (apt-get install -y chromium)"; exit 1; \
@@ -105,6 +105,20 @@ bench: $(STAMP) ## Print each notebook's execution time (a benchmark, not a test
 
 bench-attention: $(STAMP) ## Attention's time and memory against T: SDPA, naive, MHA, chunked (not a test)
 	$(PY) scripts/bench_attention.py
+
+# The mutation catalogue (tests/mutations/chNN.py, CONTRIBUTING.md): each entry
+# breaks one claim in a scratch copy and the checks it names must catch it.
+# CHAPTER=13 runs one chapter's entries, MUTATION=ch13:id one entry.
+.PHONY: mutate test-mutate-sample mutate-package
+MUTATE_ARGS := $(if $(CHAPTER),--chapter $(CHAPTER)) $(if $(MUTATION),--id $(MUTATION))
+mutate: $(STAMP) ## Run the mutation catalogue: every catalogued claim broken must be caught (CHAPTER=NN, MUTATION=chNN:id)
+	$(PY) scripts/mutate.py --workers $(WORKERS) $(MUTATE_ARGS)
+
+test-mutate-sample: $(STAMP) ## The catalogue's sample: the one entry per chapter marked sample (make test runs it)
+	$(PY) scripts/mutate.py --sample --workers $(WORKERS)
+
+mutate-package: $(STAMP) ## mutmut over layers/, masks.py, kernels/ with their unit tests (TARGET=masks, MUTATE_SECONDS=600; docs/mutation-score.md)
+	$(PY) scripts/mutate_package.py $(TARGET) $(if $(MUTATE_SECONDS),--max-seconds $(MUTATE_SECONDS))
 
 clean: ## Remove the built site
 	rm -rf _build

@@ -1,0 +1,61 @@
+"""Mutations of the fixture chapter: one per outcome the runner reports."""
+
+MUTATIONS = [
+    {
+        "id": "wrong-input",
+        "claim": "double(2) is 4",
+        "file": "chapters/01_tiny.ipynb",
+        "old": "y = double(2)",
+        "new": "y = double(3)",
+        "caught_by": ["chapters/01_tiny.ipynb"],
+        "sample": True,
+    },
+    {
+        "id": "triple",
+        "claim": "double multiplies by two",
+        "file": "src/mutfix/core.py",
+        "old": "return 2 * x",
+        "new": "return 3 * x",
+        "caught_by": ["tests/check_core.py", "chapters/01_tiny.ipynb"],
+    },
+    {
+        "id": "label",
+        "claim": "no check reads the label",
+        "file": "src/mutfix/core.py",
+        "old": 'f"value {x}"',
+        "new": 'f"values {x}"',
+        "caught_by": ["tests/check_core.py"],
+    },
+    {
+        "id": "gone",
+        "claim": "old text that is not there",
+        "file": "chapters/01_tiny.ipynb",
+        "old": "y = double(20)",
+        "new": "y = double(30)",
+        "caught_by": ["chapters/01_tiny.ipynb"],
+    },
+    {
+        "id": "typo",
+        "claim": "a botched mutation raises NameError, not AssertionError",
+        "file": "chapters/01_tiny.ipynb",
+        "old": "y = double(2)",
+        "new": "y = dubble(2)",
+        "caught_by": ["chapters/01_tiny.ipynb"],
+    },
+    {
+        "id": "both-twos",
+        "claim": "count: both occurrences are replaced",
+        "file": "chapters/01_tiny.ipynb",
+        "old": "== 4",
+        "new": "== 5",
+        "count": 2,
+        "caught_by": ["chapters/01_tiny.ipynb"],
+    },
+    {
+        "id": "no-claim",
+        "file": "chapters/01_tiny.ipynb",
+        "old": "y = double(2)",
+        "new": "y = double(4)",
+        "caught_by": "chapters/01_tiny.ipynb",
+    },
+]

@@ -1,0 +1,1 @@
+"""A one-module package for the mutation runner's tests."""

@@ -1,0 +1,176 @@
+"""selfattention.layers: behaviour that mutmut showed no other unit test pins down.
+
+Each test fails on mutants that survived the layers' own tests
+(docs/mutation-score.md): MultiHeadAttention.from_torch keeps the module's
+dropout and dtype and says why it refuses a module; KVCache's repr and reset;
+permute_rotary_rows refuses zero rows; MultiHeadLatentAttention's cache
+checks name what is wrong. Public behaviour only, so refactors keep them.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from selfattention import KVCache, MultiHeadAttention, MultiHeadLatentAttention, SelfAttention
+from selfattention.layers.attention_torch import check_model_input
+from selfattention.layers.rotary import permute_rotary_rows
+
+
+def test_from_torch_keeps_the_modules_dropout():
+    torch.manual_seed(0)
+    reference = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True)
+    copy = MultiHeadAttention.from_torch(reference).train()
+    x = torch.randn(1, 5, 8)  # (B, T, d_model)
+    first, second = copy(x)[0], copy(x)[0]
+    assert not torch.equal(first, second)  # two dropout draws differ
+    copy.eval()
+    assert torch.equal(copy(x)[0], copy(x)[0])
+
+
+def test_from_torch_keeps_the_modules_dtype():
+    torch.manual_seed(0)
+    reference = nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64).eval()
+    copy = MultiHeadAttention.from_torch(reference)
+    assert {p.dtype for p in copy.parameters()} == {torch.float64}
+    x = torch.randn(2, 4, 8, dtype=torch.float64)  # (B, T, d_model)
+    ours = copy(x)[0]
+    theirs = reference(x, x, x, need_weights=False)[0]
+    assert ours.dtype == torch.float64
+    assert torch.allclose(ours, theirs, atol=1e-12)
+
+
+def test_from_torch_says_why_it_refuses_a_module():
+    with pytest.raises(
+        TypeError, match=r"module must be a torch\.nn\.MultiheadAttention, got Linear$"
+    ):
+        MultiHeadAttention.from_torch(nn.Linear(2, 2))
+    with pytest.raises(
+        ValueError, match=r"^module uses add_bias_kv or add_zero_attn; not supported$"
+    ):
+        MultiHeadAttention.from_torch(
+            nn.MultiheadAttention(8, 2, add_bias_kv=True, batch_first=True)
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"^module has batch_first=False: it reads \(T, B, d_model\) while this "
+        r"module reads \(B, T, d_model\); build it with batch_first=True$",
+    ):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2))
+
+
+def test_kv_cache_repr_and_reset():
+    cache = KVCache()
+    assert repr(cache) == "KVCache(length=0, key shape=None)"
+    cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    assert repr(cache) == "KVCache(length=3, key shape=(1, 2, 3, 4))"
+    cache.reset()
+    assert cache.key is None and cache.value is None and len(cache) == 0
+    assert repr(cache) == "KVCache(length=0, key shape=None)"
+
+
+def test_permute_rotary_rows_refuses_zero_rows():
+    with pytest.raises(ValueError):
+        permute_rotary_rows(torch.zeros(0, 4), 1, "half", "interleaved")
+
+
+def test_latent_cache_checks_name_what_is_wrong():
+    torch.manual_seed(0)
+    mla = MultiHeadLatentAttention(12, 4, latent_dim=3, rope_dim=2).eval()
+    cache = KVCache()
+    with torch.no_grad():
+        mla(torch.randn(2, 3, 12), causal=True, cache=cache)  # a batch of 2 cached
+        with pytest.raises(
+            ValueError,
+            match=r"^cache holds latents of shape \(2, 1, 3, 3\), but this call needs "
+            r"\(B, 1, T, latent_dim\) = \(1, 1, T, 3\); use one KVCache per layer and per batch$",
+        ):
+            mla(torch.randn(1, 1, 12), causal=True, cache=cache)
+    other = KVCache()
+    other.append(torch.zeros(1, 1, 2, 3), torch.zeros(1, 1, 2, 5))  # rotary keys 5 wide, not 2
+    with pytest.raises(
+        ValueError, match=r"^cache holds rotary keys of shape .*\(B, 1, T, rope_dim\)"
+    ):
+        mla(torch.randn(1, 1, 12), causal=True, cache=other)
+    with pytest.raises(TypeError, match=r"^cache must be a KVCache, got dict$"):
+        mla(torch.randn(1, 1, 12), cache={})
+
+
+def test_self_attention_widths_and_biases():
+    layer = SelfAttention(8, d_k=4, d_v=6)
+    assert (layer.q_proj.out_features, layer.k_proj.out_features) == (4, 4)
+    assert (layer.v_proj.out_features, layer.out_proj.in_features) == (6, 6)
+    assert SelfAttention(8, d_k=4).v_proj.out_features == 4  # d_v defaults to d_k
+    assert SelfAttention(8).q_proj.out_features == 8  # d_k defaults to d_model
+    with_bias, without = SelfAttention(8), SelfAttention(8, bias=False)
+    projections = ("q_proj", "k_proj", "v_proj", "out_proj")
+    assert all(getattr(with_bias, name).bias is not None for name in projections)
+    assert all(getattr(without, name).bias is None for name in projections)
+
+
+@pytest.mark.parametrize("name", ["d_k", "d_v"])
+def test_self_attention_width_errors_name_the_argument(name):
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        SelfAttention(8, **{name: 0})
+
+
+def test_self_attention_says_why_its_output_is_not_finite():
+    torch.manual_seed(0)
+    layer = SelfAttention(4).eval()
+    with pytest.raises(
+        ValueError,
+        match=r"^the attention's output overflows torch\.float32 although x are finite: "
+        r"their projections or scores are too large for the dtype; rescale the inputs "
+        r"or compute in float64$",
+    ):
+        layer(torch.full((1, 3, 4), 1e30))
+    with torch.no_grad():
+        layer.q_proj.weight[0, 0] = float("nan")
+    with pytest.raises(
+        ValueError,
+        match=r"^the module's parameter q_proj\.weight \(shape \(4, 4\)\) holds NaN or inf, "
+        r"so the attention's output would too$",
+    ):
+        layer(torch.ones(1, 3, 4))
+
+
+def test_latent_attention_says_which_result_overflows():
+    """Before caching latents or rotary keys, and at the output."""
+    torch.manual_seed(0)
+    x = torch.ones(1, 3, 12)  # (B, T, d_model)
+    for part, what in (("kv_down", "latents"), ("k_rope", "rotary keys"), ("out_proj", "output")):
+        mla = MultiHeadLatentAttention(12, 4, latent_dim=3, rope_dim=2).eval()
+        with torch.no_grad():
+            getattr(mla, part).weight.fill_(3e38)  # finite, but its sums overflow float32
+        with pytest.raises(
+            ValueError, match=rf"^the attention's {what} overflows torch\.float32 although x are"
+        ):
+            mla(x, causal=True, cache=KVCache())  # with a cache, what it would store is checked
+
+
+def test_latent_attention_arguments_and_defaults():
+    mla = MultiHeadLatentAttention(12, 4, latent_dim=3, rope_dim=2)
+    assert mla.rope_base == 10000.0  # the documented default, as in RoPE's paper
+    for kwargs, name in (
+        ({"rope_dim": -1}, "rope_dim"),
+        ({"head_dim": 0}, "head_dim"),
+        ({"rope_dim": 2, "rope_base": -1.0}, "rope_base"),
+    ):
+        with pytest.raises((ValueError, TypeError), match=rf"\b{name}\b"):
+            MultiHeadLatentAttention(12, 4, latent_dim=3, **kwargs)
+    with pytest.raises(ValueError, match=r"\bpass head_dim to choose the per-head width\b"):
+        MultiHeadLatentAttention(10, 4, latent_dim=3)
+
+
+def test_multi_head_dropout_drops_the_given_fraction():
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(8, 2, dropout=0.1).train()
+    _, weights = layer(torch.randn(4, 16, 8))  # weights (B, h, T, T): 2048 entries
+    dropped = (weights == 0).float().mean().item()
+    assert 0.05 < dropped < 0.2, dropped  # p = 0.1, not F.dropout's default 0.5
+
+
+def test_check_model_input_names_other_ranks():
+    with pytest.raises(ValueError, match=r"^x must have shape 4-D, got \(2, 3\)$"):
+        check_model_input(torch.zeros(2, 3), "x", 3, ranks=(4,))
