@@ -97,21 +97,19 @@ MUTATIONS = [
             '            _check_output_finite(k, self, "query, key and value", "keys")\n'
             '            _check_output_finite(v, self, "query, key and value", "values")\n'
             "            k, v = cache._extended(k, v)  # (B, h_kv, T_k, head_dim), T_k = cached + new\n"
-            "        groups = self.num_heads // self.num_kv_heads\n"
-            "        k_heads, v_heads = k, v\n"
+            "        k_heads = _expand_kv_heads(k, self.num_heads)  # (B, h, T_k, head_dim)\n"
         ),
         "new": (
             "        if cache is not None:\n"
             '            _check_output_finite(k, self, "query, key and value", "keys")\n'
             '            _check_output_finite(v, self, "query, key and value", "values")\n'
             "            k, v = cache._extended(k, v)  # plain keys go to the cache\n"
-            "        groups = self.num_heads // self.num_kv_heads\n"
             "        k_rotated = k\n"
             "        if self.rope:  # rotate every stored key again on every call\n"
             "            first = start + key.shape[1] - k.shape[-2]\n"
             "            at = torch.arange(first, first + k.shape[-2], device=query.device)\n"
             '            k_rotated = _rotate(k, at, self.rope_base, "half")\n'
-            "        k_heads, v_heads = k_rotated, v\n"
+            "        k_heads = _expand_kv_heads(k_rotated, self.num_heads)  # (B, h, T_k, head_dim)\n"
         ),
         "caught_by": [NB, "chapters/14_sliding_windows_and_latent_attention.ipynb"],
     },

@@ -67,8 +67,8 @@ MUTATIONS = [
         "id": "keys-rebuilt-with-w-uv",
         "claim": "every head rebuilds k_i = c_i W_UK and v_i = c_i W_UV",
         "file": MLA,
-        "old": "k = self._split(self.k_up(latent[:, 0]), self.head_dim)  # (B, h, T_k, d_k)",
-        "new": "k = self._split(self.v_up(latent[:, 0]), self.head_dim)  # (B, h, T_k, d_k)",
+        "old": "k = _split_heads(self.k_up(latent[:, 0]), self.num_heads)  # (B, h, T_k, d_k)",
+        "new": "k = _split_heads(self.v_up(latent[:, 0]), self.num_heads)  # (B, h, T_k, d_k)",
         "caught_by": [NB, "tests/test_latent_attention.py"],
     },
     {
