@@ -13,7 +13,7 @@ like the page table of virtual memory (Kwon et al., 2023, the vLLM paper).
   numbers, as in vLLM).
 - :class:`PagedKVCache` is one layer's pool of keys and values, indexed by
   the allocator's block tables.
-- :func:`paged_attention` is one decoding step for a ragged batch: each
+- :func:`~selfattention.paged_attention` is one decoding step for a ragged batch: each
   query reads its sequence's keys and values through the block table.
 - :class:`OutOfBlocksError` is what an append raises when the pool is full;
   nothing has changed then.
