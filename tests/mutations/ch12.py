@@ -82,6 +82,14 @@ MUTATIONS = [
         "old": "return 2 * self.num_kv_heads * self.head_dim",
         "new": "return self.num_kv_heads * self.head_dim",
         "caught_by": [CHAPTER, "tests/test_cache_sizes.py"],
+    },
+    {
+        "id": "cache-counts-keys-only-unit",
+        "claim": "A KV cache costs 2 L h_kv d_k e bytes per token (the unit tests alone, for make test's sample)",
+        "file": "src/selfattention/layers/cache_sizes.py",
+        "old": "return 2 * self.num_kv_heads * self.head_dim",
+        "new": "return self.num_kv_heads * self.head_dim",
+        "caught_by": ["tests/test_cache_sizes.py"],
         "sample": True,
     },
     {
