@@ -80,13 +80,46 @@ def _worker(
             result = fn(rank, world_size, *args)
             message = ("ok", pickle.dumps(result))
         except BaseException as error:  # noqa: BLE001 - every error goes back to the parent
-            message = ("error", f"{type(error).__name__}: {error}", traceback.format_exc())
+            # When it was raised: a rank whose peer failed first fails too (its
+            # connection is reset), and the parent reports the earliest error.
+            message = (
+                "error",
+                f"{type(error).__name__}: {error}",
+                traceback.format_exc(),
+                time.time(),
+            )
+        try:
+            # Before the group is torn down: tearing it down resets the peers'
+            # connections, and their errors must not overtake this one.
+            pipe.send_bytes(pickle.dumps(message))
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
-        pipe.send_bytes(pickle.dumps(message))
     finally:
         pipe.close()
+
+
+#: Seconds that spawn waits, after a rank's error, for the other ranks' errors.
+_GRACE = 2.0
+
+
+def _later_errors(waiting: dict[Any, int], seconds: float) -> list[tuple[float, int, tuple]]:
+    """The errors the ranks still ``waiting`` send within ``seconds``, as (time, rank, message)."""
+    errors = []
+    deadline = time.monotonic() + seconds
+    while waiting and (remaining := deadline - time.monotonic()) > 0:
+        ready = wait(list(waiting), timeout=remaining)
+        if not ready:
+            break
+        for pipe in ready:
+            rank = waiting.pop(pipe)
+            try:
+                message = pickle.loads(pipe.recv_bytes())
+            except EOFError:
+                continue  # ended without a word: the first error stands
+            if message[0] == "error":
+                errors.append((message[3], rank, message))
+    return errors
 
 
 def _end(processes: list[Any]) -> None:
@@ -227,7 +260,10 @@ def spawn(
                         f"{processes[rank].exitcode}); every process was ended"
                     ) from None
                 if message[0] == "error":
-                    raise RankError(rank, message[1], message[2])
+                    errors = [(message[3], rank, message)]
+                    errors += _later_errors(waiting, min(_GRACE, max(0.0, remaining)))
+                    _, first, message = min(errors, key=lambda error: error[:2])
+                    raise RankError(first, message[1], message[2])
                 results[rank] = pickle.loads(message[1])
         return [results[rank] for rank in range(world)]
     finally:
