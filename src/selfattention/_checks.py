@@ -681,6 +681,33 @@ def check_same_dtype_device(
     check_same_device(tensor, name, device, owner)
 
 
+def check_query_key_value_agree(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+) -> None:
+    """Raise unless query, key and value share one dtype (TypeError) and device (ValueError).
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_query_key_value_agree(torch.zeros(2), torch.zeros(2), torch.zeros(2))
+    >>> check_query_key_value_agree(torch.zeros(2), torch.zeros(2), torch.zeros(2).double())
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    TypeError: query, key and value must share one dtype, got torch.float32, ...
+    """
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(
+            f"query, key and value must share one dtype, got {query.dtype}, "
+            f"{key.dtype} and {value.dtype}"
+        )
+    if not (query.device == key.device == value.device):
+        raise ValueError(
+            f"query, key and value must be on one device, got {query.device}, "
+            f"{key.device} and {value.device}"
+        )
+
+
 # ---------------------------------------------------------------------------
 # Shapes
 # ---------------------------------------------------------------------------

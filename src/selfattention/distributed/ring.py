@@ -16,7 +16,13 @@ import math
 import torch
 import torch.distributed as dist
 
-from .._checks import check_finite, check_flag, check_float_tensor, check_real
+from .._checks import (
+    check_finite,
+    check_flag,
+    check_float_tensor,
+    check_query_key_value_agree,
+    check_real,
+)
 from .layout import check_layout, rank_chunks
 from .traffic import note_sent, note_tile
 
@@ -45,16 +51,7 @@ def check_qkv(
             raise ValueError(
                 f"{name} must be 4-D, (B, heads, T_r, width), got shape {tuple(tensor.shape)}"
             )
-    if not (query.dtype == key.dtype == value.dtype):
-        raise TypeError(
-            f"query, key and value must share one dtype, got {query.dtype}, "
-            f"{key.dtype} and {value.dtype}"
-        )
-    if not (query.device == key.device == value.device):
-        raise ValueError(
-            f"query, key and value must be on one device, got {query.device}, "
-            f"{key.device} and {value.device}"
-        )
+    check_query_key_value_agree(query, key, value)
     b, h, t_r, d_k = query.shape
     if key.shape[0] != b or key.shape[2] != t_r or key.shape[3] != d_k:
         raise ValueError(

@@ -26,6 +26,7 @@ from .._checks import (
     check_flag,
     check_float_tensor,
     check_positive_int,
+    check_query_key_value_agree,
     check_real,
 )
 
@@ -113,16 +114,7 @@ def chunked_attention(
     for name, tensor in (("query", query), ("key", key), ("value", value)):
         check_float_tensor(tensor, name)
     batch_shape = check_attention_shapes(tuple(query.shape), tuple(key.shape), tuple(value.shape))
-    if not (query.dtype == key.dtype == value.dtype):
-        raise TypeError(
-            f"query, key and value must share one dtype, got {query.dtype}, "
-            f"{key.dtype} and {value.dtype}"
-        )
-    if not (query.device == key.device == value.device):
-        raise ValueError(
-            f"query, key and value must be on one device, got {query.device}, "
-            f"{key.device} and {value.device}"
-        )
+    check_query_key_value_agree(query, key, value)
     causal = check_flag(causal, "causal")
     scale = None if scale is None else check_real(scale, "scale", kind="a float or None")
     block = check_positive_int(block_size, "block_size")
