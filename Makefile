@@ -21,7 +21,7 @@ BROWSER_PYTEST := --confcutdir=tests/browser -p no:nbval
 RENDERED_PYTEST := --confcutdir=tests/rendered -p no:nbval
 
 .DEFAULT_GOAL := help
-.PHONY: help setup book test test-fast test-adverse lint format pre-commit pre-commit-install test-unit test-notebooks test-book test-browser pdf screenshot lab serve execute bench bench-attention clean
+.PHONY: help setup book test test-fast test-adverse lint format pre-commit pre-commit-install test-unit test-notebooks test-book test-book-and-sample test-browser pdf screenshot lab serve execute bench bench-attention clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -37,7 +37,8 @@ book: $(STAMP) ## Build the website into _build/html
 	$(BIN)/jupyter-book build .
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-test: lint test-unit test-notebooks test-book test-mutate-sample ## Run the whole suite (lint, unit, notebooks, strict build, mutation sample, browser)
+test: lint test-unit test-notebooks ## Run the whole suite (lint, unit, notebooks, strict build, mutation sample, browser)
+	@$(MAKE) --no-print-directory test-book-and-sample
 	@if [ -n "$(CHROMIUM)" ]; then $(MAKE) --no-print-directory test-browser; \
 	elif [ -n "$$BOOK_REQUIRE_BROWSER" ]; then \
 	  echo "Browser tests: no Chromium, and BOOK_REQUIRE_BROWSER is set (apt-get install -y chromium)"; exit 1; \
@@ -75,6 +76,19 @@ test-book: $(STAMP) ## Build the site from a clean _build with warnings as error
 	rm -rf _build
 	$(BIN)/jupyter-book build . $(JB_STRICT)
 	$(BIN)/pytest tests/rendered $(RENDERED_PYTEST)
+
+# The strict build keeps one core busy; the mutation sample's two workers share
+# the other, so the two together take less time than one after the other. The
+# sample's report is printed after the build's, whole.
+test-book-and-sample: $(STAMP) ## test-book and test-mutate-sample side by side (make test runs this)
+	@sample_log=$$(mktemp); \
+	$(MAKE) --no-print-directory test-mutate-sample >"$$sample_log" 2>&1 & sample_pid=$$!; \
+	$(MAKE) --no-print-directory test-book; book=$$?; \
+	wait $$sample_pid; sample=$$?; \
+	echo "--- make test-mutate-sample (ran beside the build)"; cat "$$sample_log"; rm -f "$$sample_log"; \
+	if [ $$book -ne 0 ]; then echo "make test-book failed"; fi; \
+	if [ $$sample -ne 0 ]; then echo "make test-mutate-sample failed"; fi; \
+	[ $$book -eq 0 ] && [ $$sample -eq 0 ]
 
 test-browser: $(STAMP) ## Chromium on every page of _build/html: offline, math, images, search, axe
 	@test -f _build/html/index.html || { echo "No site yet: run 'make book' first"; exit 1; }
