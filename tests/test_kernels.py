@@ -239,6 +239,15 @@ def test_explicit_scale_and_default_blocks():
     torch.testing.assert_close(got, sdpa(q, k, v, scale=0.3), atol=ATOL, rtol=0)
 
 
+def test_default_scale_is_one_over_root_d_k_even_for_d_k_1():
+    # d_k = 1: the default scale is 1 (a scale of 1 / sqrt(max(d_k, 2)) survived mutmut).
+    q, k, v = make(1, 1, 1, 20, 20, 1, 4, seed=5)
+    q, k = 3 * q, 3 * k  # scores large enough that a scale of 0.71 shows
+    got = flash_attention(q, k, v, block_m=16, block_n=16)
+    torch.testing.assert_close(got, sdpa(q, k, v), atol=ATOL, rtol=0)
+    assert (got - sdpa(q, k, v, scale=2**-0.5)).abs().max() > 0.05
+
+
 def test_non_contiguous_inputs_use_their_strides():
     # (B, T, h, d) tensors viewed as (B, h, T, d): the kernel reads the strides.
     generator = torch.Generator().manual_seed(1)
