@@ -50,9 +50,18 @@ TARGETS = {
             "tests/test_cache_sizes.py",
             "tests/test_bad_inputs.py",
             "tests/test_layers_contract.py",
+            "tests/test_paged_cache.py",
+            "tests/test_windows.py",
+            "tests/test_part2_package.py",
+            "tests/test_properties.py",
+            "tests/test_measure.py",
+            "tests/test_ch09.py",
         ],
     ),
-    "kernels": (["src/selfattention/kernels/*"], ["tests/test_kernels.py"]),
+    "kernels": (
+        ["src/selfattention/kernels/*"],
+        ["tests/test_kernels.py", "tests/test_flash_backward.py"],
+    ),
 }
 
 
