@@ -187,4 +187,20 @@ MUTATIONS = [
         "new": "turn = torch.polar(torch.ones_like(angles), -angles)  # (T, d/2)",
         "caught_by": [NB],
     },
+    {
+        "id": "figure-arcs-other-pair",
+        "claim": "the angle between query and key (the arcs, 1.16 radians each)",
+        "file": NB,
+        "old": 'pairs_shown = [((3, 1), "C0"), ((6, 4), "C1")]',
+        "new": 'pairs_shown = [((3, 1), "C0"), ((6, 3), "C1")]',
+        "caught_by": [NB],
+    },
+    {
+        "id": "figure-bound-with-the-average",
+        "claim": "stays below a twentieth of its bound (grey)",
+        "file": NB,
+        "old": "bound_line = largest_step * C.abs().sum(dim=1)",
+        "new": "bound_line = largest_step * C.abs().mean(dim=1)",
+        "caught_by": [NB],
+    },
 ]

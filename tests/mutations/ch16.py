@@ -135,4 +135,28 @@ MUTATIONS = [
         "new": "    return end // block_n                      # ceil(end / block_n)",
         "caught_by": [NB],
     },
+    {
+        "id": "capacity-registers-for-shared-memory",
+        "claim": "Each bar carries its value (21.2 and 30.8 MB of SRAM)",
+        "file": NB,
+        "old": '"SRAM": (132 * 228 * KB, None)',
+        "new": '"SRAM": (132 * 256 * KB, None)',
+        "caught_by": [NB],
+    },
+    {
+        "id": "tiling-loop-sum-not-rescaled",
+        "claim": "z and o are rescaled by e^(m - m') before the new block's terms are added",
+        "file": NB,
+        "old": "    z_run = alpha * z_run + p_block.sum().item()",
+        "new": "    z_run = z_run + p_block.sum().item()",
+        "caught_by": [NB],
+    },
+    {
+        "id": "early-exit-grid-off-by-one",
+        "claim": "Program pid loads pid + 1 blocks (the numbers on the right): 36 of 64",
+        "file": NB,
+        "old": "    end = min((pid + 1) * block, T)",
+        "new": "    end = min(pid * block, T)",
+        "caught_by": [NB],
+    },
 ]
