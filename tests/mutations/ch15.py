@@ -181,8 +181,8 @@ MUTATIONS = [
         "id": "control-bars-swapped",
         "claim": "fig-induction-control: the bars are the measurements of each model",
         "file": NB,
-        "old": "bars = ax.bar([\"1 layer\", \"2 layers\"], values, width=0.6,",
-        "new": "bars = ax.bar([\"1 layer\", \"2 layers\"], values[::-1], width=0.6,",
+        "old": 'bars = ax.bar(["1 layer", "2 layers"], values, width=0.6,',
+        "new": 'bars = ax.bar(["1 layer", "2 layers"], values[::-1], width=0.6,',
         "caught_by": [NB],
     },
 ]
