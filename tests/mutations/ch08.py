@@ -66,8 +66,8 @@ MUTATIONS = [
         "id": "pipeline-label-dk-for-dv",
         "claim": "every shape in the figure matches the arrays (values are (T, d_v))",
         "file": CHAPTER,
-        "old": '("values", "V = X W_V", "(T, d_v)"',
-        "new": '("values", "V = X W_V", "(T, d_k)"',
+        "old": '("values", r"$V = X W_V$", "(T, d_v)"',
+        "new": '("values", r"$V = X W_V$", "(T, d_k)"',
         "caught_by": [CHAPTER],
     },
     {
