@@ -170,9 +170,9 @@ COVERED = """async () => {
   for (const status of document.querySelectorAll(".sa-widget .sa-status")) {
     const start = status.getBoundingClientRect();
     const target = scrollY + start.top + start.height / 2 - 0.9 * innerHeight;
-    window.scrollTo(0, target + 300);
+    window.scrollTo({top: target + 300, behavior: "instant"});
     await frames();
-    window.scrollTo(0, target);  // scrolling up: the theme shows its button
+    window.scrollTo({top: target, behavior: "instant"});  // up: the theme shows its button
     await frames();
     await frames();
     const r = status.getBoundingClientRect();
