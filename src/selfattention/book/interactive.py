@@ -8,7 +8,10 @@ computed with this package. On the website the book's script
 numbers, and shows it below the static one. Without JavaScript, in JupyterLab
 (which has not got the site's script, and runs no script of an untrusted
 notebook) and in the PDF, the element stays hidden and the static figure is all
-there is.
+there is. Before the element the output has one line, the same on every
+chapter (:data:`NOTE` and the figure's title), saying that the live figure is
+on the book's website: JupyterLab shows it where the cell would otherwise look
+empty, and the site's stylesheet hides it.
 
 nbval compares the stored HTML like any other output, so the JSON comes out
 byte for byte the same on every machine: floats are rounded to ``digits``
