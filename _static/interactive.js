@@ -117,6 +117,45 @@
     return best;
   }
 
+  /** Text with inline math in $...$, as DOM nodes: in the math, each letter is a
+   * <var> (italic, as the book's math), "_x" or "_{xy}" a subscript and a space
+   * a thin space; outside it, plain text. So labels read "T<sub>q</sub>", not "T_q".
+   * tex("soft answer $aV$") -> ["soft answer ", <var>a</var>, <var>V</var>] */
+  function tex(text) {
+    const nodes = [];
+    String(text).split(/(\$[^$]+\$)/).forEach((part, index) => {
+      if (index % 2 === 0) {
+        if (part) nodes.push(part);
+        return;
+      }
+      const math = part.slice(1, -1);
+      const piece = (source) => {
+        const out = [];
+        for (const char of source) {
+          if (/[A-Za-z]/.test(char)) out.push(h("var", { text: char }));
+          else out.push(char === " " ? "\u2009" : char);
+        }
+        return out;
+      };
+      const pattern = /_(\{[^}]*\}|.)/g;
+      let last = 0;
+      for (const match of math.matchAll(pattern)) {
+        nodes.push(...piece(math.slice(last, match.index)));
+        const sub = match[1].startsWith("{") ? match[1].slice(1, -1) : match[1];
+        nodes.push(h("sub", {}, piece(sub)));
+        last = match.index + match[0].length;
+      }
+      nodes.push(...piece(math.slice(last)));
+    });
+    return nodes;
+  }
+
+  /** The same text as a screen reader should hear it: "$T_q$" -> "T q". */
+  function plain(text) {
+    return String(text).replace(/\$([^$]+)\$/g, (_, math) =>
+      math.replace(/_\{([^}]*)\}|_(.)/g, (__, a, b) => ` ${a || b}`));
+  }
+
   /** A labelled range input over the indices 0..count-1, with a visible readout. */
   function slider(ctx, label, count, start, describe) {
     const id = ctx.id("range");
@@ -124,11 +163,11 @@
       type: "range", id, min: 0, max: count - 1, step: 1, value: start, class: "sa-range",
     });
     const readout = h("output", { for: id, class: "sa-readout" });
-    const wrap = h("div", { class: "sa-control" }, h("label", { for: id, text: label }), input, readout);
+    const wrap = h("div", { class: "sa-control" }, h("label", { for: id }, tex(label)), input, readout);
     const sync = () => {
       const text = describe(Number(input.value));
-      input.setAttribute("aria-valuetext", text);
-      readout.textContent = text;
+      input.setAttribute("aria-valuetext", plain(text));
+      readout.replaceChildren(...tex(text));
     };
     input.addEventListener("input", sync);
     sync();
@@ -139,7 +178,7 @@
    * (a <caption> would be squeezed to the table's width). */
   function titled(ctx, text, table) {
     const id = ctx.id("caption");
-    const caption = h("p", { class: "sa-caption", id, text });
+    const caption = h("p", { class: "sa-caption", id }, tex(text));
     table.setAttribute("aria-labelledby", id);
     return { caption, wrap: h("div", {}, caption, h("div", { class: "sa-scroll" }, table)) };
   }
@@ -152,7 +191,7 @@
       const input = h("input", { type: "radio", name, id, value, checked: value === start });
       return { input, label: h("label", { class: "sa-option", for: id }, input, " " + text) };
     });
-    const wrap = h("fieldset", { class: "sa-choice" }, h("legend", { text: legend }),
+    const wrap = h("fieldset", { class: "sa-choice" }, h("legend", {}, tex(legend)),
       inputs.map((o) => o.label));
     return {
       wrap,
@@ -204,7 +243,7 @@
       h("thead", {}, h("tr", {},
         h("th", { scope: "col", text: "key" }),
         h("th", { scope: "col", class: "sa-num", text: "weight" }),
-        h("th", { scope: "col", class: "sa-bar-cell", text: "bar (dashes: 1/T)" }))),
+        h("th", { scope: "col", class: "sa-bar-cell" }, tex("bar (dashes: 1/$T$)")))),
       h("tbody", {}, rows.map((r) => r.row)));
     root.append(titled(ctx, `Weights of the query “${data.query}” over the ${T} keys`, table).wrap);
 
@@ -220,10 +259,10 @@
         h("thead", {}, h("tr", {}, h("td", {}),
           axes.map((a) => h("th", { scope: "col", class: "sa-num", text: a })))),
         h("tbody", {},
-          h("tr", { class: "sa-current" }, h("th", { scope: "row", text: "soft answer a V" }), blendCells),
+          h("tr", { class: "sa-current" }, h("th", { scope: "row" }, tex("soft answer $a V$")), blendCells),
           fixedRow("hard lookup (τ → 0)", hard),
           fixedRow("plain average (τ → ∞)", average)));
-      root.append(titled(ctx, "The soft answer a V, between the hard lookup and the plain average",
+      root.append(titled(ctx, "The soft answer $a V$, between the hard lookup and the plain average",
         blend).wrap);
     }
 
@@ -271,8 +310,15 @@
   //
   // data: tokens[T], heads[h][T][T] (weights, rows = queries), head_names[h],
   // optional views [{name, heads: [r, ...]}] (what the head picker offers; by
-  // default each head alone; a view of two heads draws both, the second
-  // dashed), start_view (or start_head), start_query, title, help.
+  // default each head alone; a view of several heads draws them all, one colour
+  // and dash pattern each, as bertviz does), start_view (or start_head),
+  // start_query, title, help.
+  //
+  // Each head's lines are drawn on its own scale, from its smallest weight
+  // (thinnest, faintest) to its largest: untrained heads, whose weights lie
+  // close together, still show their differences; the numbers give the values.
+  // A position column sits beside the tokens, and the places where the shown
+  // query's token occurs are marked with a diamond on both sides.
   SA.renderers.heads = function (root, data, ctx) {
     const T = data.tokens.length;
     const views = data.views || data.head_names.map((name, r) => ({ name, heads: [r] }));
@@ -280,7 +326,14 @@
     let view = data.start_view !== undefined ? data.start_view : data.start_head || 0;
     let selected = data.start_query || 0;
     let shown = selected;
+    const ranges = data.heads.map((map) => {
+      const flat = map.flat();
+      return [Math.min(...flat), Math.max(...flat)];
+    });
 
+    // The picker, the legend and the status line in a panel beside the grid (below
+    // each other on a phone), so that the picker and every row are on screen together.
+    const panel = h("div", { class: "sa-panel" });
     if (views.length > 1) {
       const choice = radios(ctx, most > 1 ? "Heads" : "Head",
         views.map((v, index) => [String(index), v.name]), String(view));
@@ -288,14 +341,16 @@
         view = Number(choice.value);
         draw();
       }));
-      root.append(choice.wrap);
+      panel.append(choice.wrap);
     }
 
+    const mark = () => h("span", { class: "sa-mark", "aria-hidden": "true", text: "◆" });
     const queries = data.tokens.map((token, i) => {
+      const marker = mark();
       const button = h("button", {
         type: "button", class: "sa-token", "aria-pressed": "false", tabindex: i === selected ? 0 : -1,
-        "aria-label": `query ${i}: ${token}`, text: token,
-      });
+        "aria-label": `query at position ${i}: ${token}`,
+      }, marker, h("span", { text: token }));
       button.addEventListener("click", () => select(i));
       button.addEventListener("focus", () => select(i));
       button.addEventListener("mouseenter", () => preview(i));
@@ -306,23 +361,24 @@
         if (step === undefined && jump === undefined) return;
         event.preventDefault();
         const next = jump !== undefined ? jump : Math.min(T - 1, Math.max(0, i + step));
-        queries[next].focus();
+        queries[next].button.focus();
       });
-      return button;
+      return { button, marker };
     });
     // One number and one bar per key for each head of the view (at most `most`).
-    const keys = data.tokens.map((token) => {
+    const keys = data.tokens.map((token, j) => {
       const numbers = [];
       const bars = [];
-      const cells = [];
       for (let n = 0; n < most; n++) {
         numbers.push(h("span", { class: `sa-num sa-head-${n}` }));
         bars.push(h("span", { class: `sa-bar sa-head-${n}` }));
-        cells.push(numbers[n]);
       }
-      const item = h("li", { class: "sa-key" }, h("span", { class: "sa-key-token", text: token }),
-        cells, h("span", { class: "sa-track", "aria-hidden": "true" }, bars));
-      return { item, numbers, bars };
+      const marker = mark();
+      const item = h("li", { class: "sa-key" },
+        h("span", { class: "sa-pos", text: String(j) }),
+        h("span", { class: "sa-key-token" }, marker, token),
+        numbers, h("span", { class: "sa-track", "aria-hidden": "true" }, bars));
+      return { item, numbers, bars, marker };
     });
     const svg = h("svg:svg", {
       class: "sa-lines", viewBox: `0 0 100 ${T}`, preserveAspectRatio: "none",
@@ -336,25 +392,31 @@
     }));
     const queryHead = ctx.id("queries");
     const keyHead = ctx.id("keys");
-    const keyTitle = h("p", { class: "sa-col-head", id: keyHead, text: "keys: weight" });
-    const legend = h("p", { class: "sa-help" });
-    root.append(legend, h("div", {
-      class: `sa-heads${T > 12 ? " sa-long" : ""}${most > 1 ? " sa-multi" : ""}`,
-      style: `--sa-rows: ${T}`,
+    const legend = h("p", { class: "sa-help sa-legend" });
+    const positions = h("div", { class: "sa-positions", "aria-hidden": "true" },
+      data.tokens.map((_, i) => h("span", { class: "sa-pos", text: String(i) })));
+    const grid = h("div", {
+      class: `sa-heads${T > 12 ? " sa-long" : ""}`, style: `--sa-rows: ${T}; --sa-slots: ${most}`,
     },
+      h("p", { class: "sa-col-head sa-pos", "aria-hidden": "true", text: "pos" }),
       h("p", { class: "sa-col-head", id: queryHead, text: "query" }),
       h("span", { class: "sa-col-head" }),
-      keyTitle,
-      h("div", { class: "sa-queries", role: "group", "aria-labelledby": queryHead }, queries),
+      h("p", { class: "sa-col-head", id: keyHead, text: most > 1 ? "keys: weights" : "keys: weight" }),
+      positions,
+      h("div", { class: "sa-queries", role: "group", "aria-labelledby": queryHead },
+        queries.map((q) => q.button)),
       svg,
-      h("ul", { class: "sa-keys", "aria-labelledby": keyHead }, keys.map((k) => k.item))));
+      h("ul", { class: "sa-keys", "aria-labelledby": keyHead }, keys.map((k) => k.item)));
+    panel.append(legend);
+    root.append(h("div", { class: "sa-heads-layout" }, panel, grid));
     const status = ctx.status();
+    panel.append(status); // the status line reads next to the picker
 
     function select(i) {
       selected = i;
-      queries.forEach((b, q) => {
-        b.setAttribute("aria-pressed", String(q === i));
-        b.tabIndex = q === i ? 0 : -1;
+      queries.forEach((q, index) => {
+        q.button.setAttribute("aria-pressed", String(index === i));
+        q.button.tabIndex = index === i ? 0 : -1;
       });
       preview(i);
     }
@@ -364,16 +426,45 @@
       draw();
     }
 
+    /** A small sample of head r's colour and of the n-th dash pattern, for the legend. */
+    function swatch(r, n) {
+      const sample = h("svg:svg", { class: "sa-swatch", viewBox: "0 0 24 8", "aria-hidden": "true",
+        focusable: "false" });
+      sample.append(h("svg:line", { x1: 1, x2: 23, y1: 4, y2: 4, class: `sa-head-${n}`,
+        "data-head": String(r % 6) }));
+      return sample;
+    }
+
     function draw() {
       const heads = views[view].heads;
-      queries.forEach((b, q) => b.classList.toggle("sa-shown", q === shown));
-      legend.hidden = heads.length < 2;
-      legend.textContent = `Two numbers per key: ${data.head_names[heads[0]]} (solid lines), then ` +
-        `${data.head_names[heads[heads.length - 1]]} (dashed lines, italic numbers).`;
+      const token = data.tokens[shown];
+      const same = data.tokens.map((t) => t === token);
+      const repeats = same.filter(Boolean).length > 1;
+      queries.forEach((q, index) => {
+        q.button.classList.toggle("sa-shown", index === shown);
+        q.marker.hidden = !(repeats && same[index]);
+      });
+      keys.forEach((k, j) => {
+        k.marker.hidden = !(repeats && same[j]);
+        k.item.classList.toggle("sa-same", repeats && same[j]);
+      });
+      const scale = (r) => `${fixed(ranges[r][0], 2)} (thinnest) to ${fixed(ranges[r][1], 2)} (thickest)`;
+      if (heads.length === 1) {
+        legend.replaceChildren(swatch(heads[0], 0),
+          ` Line width: ${data.head_names[heads[0]]}'s own scale, ${scale(heads[0])}.`);
+      } else {
+        legend.replaceChildren("Numbers in the order ",
+          ...heads.flatMap((r, n) => [n ? ", " : "", swatch(r, n), ` ${data.head_names[r]}`]),
+          "; lines on each head's own scale.");
+      }
+      grid.style.setProperty("--sa-slots", String(heads.length));
+      grid.classList.toggle("sa-multi", heads.length > 1);
+      grid.classList.toggle("sa-many", heads.length > 2);
       const said = [];
       for (let n = 0; n < most; n++) {
-        const weights = n < heads.length ? data.heads[heads[n]][shown] : null;
-        const largest = weights ? Math.max(...weights) : 1;
+        const r = n < heads.length ? heads[n] : null;
+        const weights = r !== null ? data.heads[r][shown] : null;
+        const [lo, hi] = r !== null ? ranges[r] : [0, 1];
         keys.forEach((k, j) => {
           k.numbers[n].hidden = k.bars[n].hidden = !weights;
           lines[n][j].style.display = weights ? "" : "none";
@@ -384,21 +475,25 @@
           k.numbers[n].dataset.value = String(weights[j]);
           k.numbers[n].textContent = fixed(weights[j], 2);
           k.bars[n].style.width = `${100 * weights[j]}%`;
+          k.bars[n].dataset.head = lines[n][j].dataset.head = String(r % 6);
           const line = lines[n][j];
           line.setAttribute("y1", shown + 0.5);
           line.setAttribute("y2", j + 0.5);
-          // Width and opacity relative to the row's largest weight, as bertviz draws them.
-          const share = weights[j] / largest;
-          line.setAttribute("stroke-width", (0.75 + 5.25 * share).toFixed(2));
-          line.setAttribute("stroke-opacity", (0.12 + 0.88 * share).toFixed(3));
+          // Width and opacity on the head's own scale, from its smallest weight to its largest.
+          const share = hi > lo ? (weights[j] - lo) / (hi - lo) : 1;
+          line.setAttribute("stroke-width", (0.5 + 5.5 * share).toFixed(2));
+          line.setAttribute("stroke-opacity", (0.08 + 0.92 * share).toFixed(3));
         });
         if (weights) {
           const best = argmax(weights);
-          said.push(`${data.head_names[heads[n]]} puts the most weight, ${fixed(weights[best], 2)}, ` +
-            `on key ${best} “${data.tokens[best]}”`);
+          said.push(`${data.head_names[r]} looks most at key ${best} “${data.tokens[best]}”, ` +
+            fixed(weights[best], 2));
         }
       }
-      status.textContent = `Query ${shown} “${data.tokens[shown]}”: ${said.join("; ")}.`;
+      const others = same.map((s, j) => (s && j !== shown ? j : null)).filter((j) => j !== null);
+      const also = others.length ? ` (also at ${others.join(", ")})` : "";
+      const message = `Query ${shown} “${token}”${also}: ${said.join("; ")}.`;
+      status.textContent = message;
       root.dataset.state = JSON.stringify({ view, heads, query: shown });
     }
 
@@ -415,10 +510,10 @@
     const kinds = [["causal", "causal"], ["padding", "padding"],
       ["window", "sliding window"], ["cross", "cross-attention"]];
     const kind = radios(ctx, "Mask", kinds, start.kind);
-    const tq = slider(ctx, "Queries T_q", tk, start.t_q - 1, (index) => `T_q = ${index + 1}`);
-    const align = radios(ctx, "Where the diagonal sits when T_q < T_k",
+    const tq = slider(ctx, "Queries $T_q$", tk, start.t_q - 1, (index) => `$T_q$ = ${index + 1}`);
+    const align = radios(ctx, "Where the diagonal sits when $T_q < T_k$",
       [["top-left", "top-left"], ["bottom-right", "bottom-right"]], start.align);
-    const win = slider(ctx, "Window W", tk, start.window - 1, (index) => `W = ${index + 1}`);
+    const win = slider(ctx, "Window $W$", tk, start.window - 1, (index) => `$W$ = ${index + 1}`);
     const length = slider(ctx, "Real tokens (the rest is padding)", tk, start.length - 1,
       (index) => `${index + 1} real, ${tk - index - 1} padding`);
     root.append(kind.wrap, tq.wrap, align.wrap, win.wrap, length.wrap);
@@ -459,10 +554,10 @@
       const total = c.rows.length * tk;
       let name = { causal: "Causal mask", padding: "Padding mask", window: "Sliding-window mask",
         cross: "Cross-attention mask" }[c.kind];
-      if (c.window) name += `, W = ${c.window}`;
+      if (c.window) name += `, $W$ = ${c.window}`;
       if (c.t_q) name += `, ${c.align}`;
-      named.caption.textContent = `${name}: ${c.rows.length} queries (rows) by ${tk} keys; ` +
-        "1 = may attend, 0 = blocked";
+      named.caption.replaceChildren(...tex(`${name}: ${c.rows.length} queries (rows) by ${tk} keys; ` +
+        "1 = may attend, 0 = blocked"));
       table.replaceChildren(
         h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "key →" }),
           c.keys.map((key) => h("th", { scope: "col", class: "sa-num", text: key })))),
@@ -473,13 +568,13 @@
       if (c.kind === "causal" || c.kind === "window") {
         const last = c.rows[0].lastIndexOf(true);
         message += ` Query 0 sees keys ${c.rows[0].indexOf(true)} to ${last}.`;
-        if (c.t_q === tk) message += " With T_q = T_k both alignments give the same mask.";
+        if (c.t_q === tk) message += " With $T_q = T_k$ both alignments give the same mask.";
       } else if (c.kind === "padding") {
         message += ` Every query, padding or not, sees keys 0 to ${c.length - 1} only.`;
       } else {
         message += " The reply's queries may read every key of the question.";
       }
-      status.textContent = message;
+      status.replaceChildren(...tex(message));
       root.dataset.state = JSON.stringify({ kind: c.kind, t_q: c.t_q || c.rows.length,
         align: c.align || null, window: c.window || null, length: c.length || null });
       table.dataset.mask = JSON.stringify(c.rows.map((row) => row.map(Number)));
@@ -598,10 +693,10 @@
     const attentionBody = h("tbody", {});
     const attention = h("table", { class: "sa-table sa-bars sa-attention" },
       h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "word" }),
-        h("th", { scope: "col", class: "sa-num", text: "a_j" }),
+        h("th", { scope: "col", class: "sa-num" }, tex("$a_j$")),
         h("th", { scope: "col", class: "sa-bar-cell", text: "bar" }))),
       attentionBody);
-    root.append(titled(ctx, "Where it looks: each word's share a_j of the pooled vector", attention).wrap);
+    root.append(titled(ctx, "Where it looks: each word's share $a_j$ of the pooled vector", attention).wrap);
     const words = [...data.vocabulary.slice(1)].sort().join(", ");
     root.append(h("details", { class: "sa-words" },
       h("summary", { text: `The ${data.vocabulary.length - 1} words the model knows` }),
@@ -688,8 +783,8 @@
     const titleId = `sa-${n}-title`;
     const root = h("div", { class: "sa-widget", role: "group", "aria-labelledby": titleId },
       h("p", { class: "sa-title", id: titleId }, h("span", { class: "sa-badge", text: "Interactive" }),
-        ` ${data.title} (${of}, live)`),
-      data.help ? h("p", { class: "sa-help", text: [].concat(data.help).join(" ") }) : null);
+        " ", tex(data.title), ` (${of}, live)`),
+      data.help ? h("p", { class: "sa-help" }, tex([].concat(data.help).join(" "))) : null);
     render(root, data, ctx);
     host.append(root);
     host.dataset.mounted = "true";
@@ -706,9 +801,26 @@
         console.error("interactive figure:", error);
       }
     });
+    watchScreen();
+  }
+
+  /** Mark the page while any figure is on screen, so that interactive.css can keep
+   * the theme's fixed "Back to top" button from covering a status line. */
+  function watchScreen() {
+    if (!("IntersectionObserver" in window)) return;
+    const onScreen = new Set();
+    const observer = new IntersectionObserver((entries) => {
+      entries.forEach((entry) => {
+        if (entry.isIntersecting) onScreen.add(entry.target);
+        else onScreen.delete(entry.target);
+      });
+      document.documentElement.classList.toggle("sa-figure-on-screen", onScreen.size > 0);
+    });
+    document.querySelectorAll(".sa-widget").forEach((widget) => observer.observe(widget));
   }
 
   SA.mountAll = mountAll;
+  SA.tex = tex;
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", mountAll);
   } else {

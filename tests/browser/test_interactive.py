@@ -42,6 +42,7 @@ FIGURES = {
     "chapters/15_induction_heads.html": {"fig-induction-heads": "heads"},
 }
 PAGES = list(FIGURES)
+DESKTOP = {"width": 1280, "height": 900}  # the desktop tab's viewport (conftest.py)
 BUDGET_BYTES = 300_000
 TOLERANCE = 1e-9  # the stored numbers have 10 decimals (4 for chapter 9's weights)
 
@@ -132,6 +133,97 @@ OVERFLOW = """() => ({
     const r = w.getBoundingClientRect();
     return {left: r.left, right: r.right, scrollWidth: w.scrollWidth, clientWidth: w.clientWidth};
   }),
+})"""
+
+
+# Every control of the figures, with its size: each must be a 24 x 24 CSS px target
+# (WCAG 2.2's minimum); hidden controls (a mask's unused slider) are skipped.
+TARGETS = """() => [...document.querySelectorAll(".sa-widget")].flatMap((w) =>
+  [...w.querySelectorAll("input, button, select, summary, textarea")]
+    .filter((e) => e.checkVisibility())
+    .map((e) => {
+      const r = e.getBoundingClientRect();
+      const label = e.labels && e.labels.length ? e.labels[0].textContent : e.textContent;
+      return {control: `${e.tagName.toLowerCase()}[${e.type || ""}] ${label.trim().slice(0, 24)}`,
+              width: r.width, height: r.height};
+    }))"""
+
+# A heads figure's height, and the span from its picker to its last row and status
+# line: the part a reader must see at once.
+FIT = """() => [...document.querySelectorAll(".sa-interactive")].map((host) => {
+  const w = host.querySelector(".sa-widget");
+  const box = (e) => e.getBoundingClientRect();
+  const parts = [w.querySelector("fieldset.sa-choice"), w.querySelector(".sa-heads"),
+                 w.querySelector(".sa-status")].filter(Boolean);
+  return {kind: host.dataset.kind, height: box(w).height, viewport: innerHeight,
+          span: Math.max(...parts.map((e) => box(e).bottom)) -
+                Math.min(...parts.map((e) => box(e).top))};
+})"""
+
+# Scroll each figure's status line to where the theme's "Back to top" button appears
+# on a phone (90% of the viewport's height, after a scroll up) and name any element
+# that covers part of it.
+COVERED = """async () => {
+  const frame = () => new Promise((done) => requestAnimationFrame(done));
+  const frames = async () => { await frame(); await frame(); };
+  const out = [];
+  for (const status of document.querySelectorAll(".sa-widget .sa-status")) {
+    const start = status.getBoundingClientRect();
+    const target = scrollY + start.top + start.height / 2 - 0.9 * innerHeight;
+    window.scrollTo({top: target + 300, behavior: "instant"});
+    await frames();
+    window.scrollTo({top: target, behavior: "instant"});  // up: the theme shows its button
+    await frames();
+    await frames();
+    const r = status.getBoundingClientRect();
+    const blockers = new Set();
+    for (const fx of [0.02, 0.25, 0.5, 0.75, 0.98]) {
+      for (const fy of [0.2, 0.5, 0.8]) {
+        const e = document.elementFromPoint(r.left + fx * r.width, r.top + fy * r.height);
+        if (e && !status.contains(e)) {
+          blockers.add(e.id ? `#${e.id}` : `${e.tagName}.${e.className}`);
+        }
+      }
+    }
+    out.push({status: status.textContent.slice(0, 40), top: r.top, bottom: r.bottom,
+              blockers: [...blockers]});
+  }
+  return out;
+}"""
+
+# What a heads figure shows of positions and repeated tokens, from its start query
+# in its first view, and the colours and dash patterns of the lines in each view.
+MARKS = """async (index) => {
+  const host = document.querySelectorAll(".sa-interactive")[index];
+  const root = host.querySelector(".sa-widget");
+  const data = JSON.parse(host.querySelector('script[type="application/json"]').textContent);
+  const radios = [...root.querySelectorAll("input[type=radio]")];
+  if (radios.length) radios[0].click();
+  const buttons = [...root.querySelectorAll("button.sa-token")];
+  buttons[data.start_query || 0].click();
+  const marked = (items) => items
+    .map((e, i) => (e.querySelector(".sa-mark").checkVisibility() ? i : null))
+    .filter((i) => i !== null);
+  const texts = (selector) => [...root.querySelectorAll(selector)].map((e) => e.textContent);
+  const out = {positions: texts(".sa-positions .sa-pos"), keyPositions: texts(".sa-key .sa-pos"),
+               markedQueries: marked(buttons),
+               markedKeys: marked([...root.querySelectorAll(".sa-key")]),
+               status: root.querySelector(".sa-status").textContent,
+               legend: root.querySelector(".sa-legend").textContent, views: []};
+  for (const radio of radios.length ? radios : [null]) {
+    if (radio) radio.click();
+    const lines = [...root.querySelectorAll("svg.sa-lines line")]
+      .filter((l) => l.style.display !== "none");
+    out.views.push({strokes: [...new Set(lines.map((l) => getComputedStyle(l).stroke))],
+                    dashes: [...new Set(lines.map((l) => getComputedStyle(l).strokeDasharray))]});
+  }
+  return out;
+}"""
+
+TEXTS = """() => ({
+  titles: [...document.querySelectorAll(".sa-title")].map((t) => t.textContent),
+  texts: [...document.querySelectorAll(".sa-widget")].map((w) => w.innerText),
+  notes: [...document.querySelectorAll(".sa-elsewhere")].map((n) => n.checkVisibility()),
 })"""
 
 
@@ -262,6 +354,8 @@ def visit(tab, page: str) -> dict:
     """
     if page in _desktop:
         return _desktop[page]
+    global DESKTOP
+    DESKTOP = tab.page.viewport_size
     if not (SITE / page).is_file():
         pytest.skip(f"{page} is not built")
     if site_visit is not None:
@@ -273,6 +367,15 @@ def visit(tab, page: str) -> dict:
         if host["mounted"]:
             facts["steps"].append(keyboard_and_mouse(tab, index, host, facts["pressed"]))
             facts["driven"].append(tab.page.evaluate(DRIVE, [index, settings_of(host)]))
+    facts.update(tab.page.evaluate(TEXTS))
+    facts["targets"] = tab.page.evaluate(TARGETS)
+    facts["marks"] = [
+        tab.page.evaluate(MARKS, index) if host["kind"] == "heads" else None
+        for index, host in enumerate(facts["hosts"])
+    ]
+    tab.page.set_viewport_size({"width": 1280, "height": 800})  # the review's laptop
+    facts["fit"] = tab.page.evaluate(FIT)
+    tab.page.set_viewport_size(DESKTOP)
     tab.page.emulate_media(media="print")
     facts["print"] = tab.page.evaluate(PRINT)
     tab.page.emulate_media(media="screen")
@@ -320,6 +423,9 @@ def phone_visit(phone, page: str) -> dict:
             phone.page.keyboard.type(" jedi")
         facts["taps"].append((host["kind"], before, root.evaluate(READ)))
     facts["overflow"].append(phone.page.evaluate(OVERFLOW))
+    facts["targets"] = phone.page.evaluate(TARGETS)
+    facts["fit"] = phone.page.evaluate(FIT)
+    facts["covered"] = phone.page.evaluate(COVERED)
     facts["console_errors"] = list(phone.console_errors)
     _phone[page] = facts
     return facts
@@ -580,3 +686,109 @@ def test_the_classifier_reads_what_the_reader_types(page, tab):
     unknown = steps["unknown word"]
     assert "hello" in unknown["state"]["error"] and unknown["invalid"], unknown
     assert not unknown["numbers"], "numbers still shown for a line the model cannot read"
+
+
+INDUCTION = "chapters/15_induction_heads.html"
+SMALLEST_TARGET = 24  # CSS px, WCAG 2.2 (2.5.8)
+
+
+@pytest.mark.parametrize("page", [HEADS_PAGE, INDUCTION])
+def test_a_heads_figure_fits_the_viewport(page, tab, phone):
+    """At 1280x800 the whole figure is on screen at once; at 390x844 its picker,
+    every row of tokens and its status line are (the title and help may scroll
+    away). Chapter 15's was 912 px tall at 1280x800 and 1067 px at 390."""
+    for host in visit(tab, page)["fit"]:
+        assert host["height"] <= host["viewport"], f"{page} at 1280x800: {host}"
+    for host in phone_visit(phone, page)["fit"]:
+        assert host["span"] <= host["viewport"], f"{page} at 390x844: {host}"
+
+
+@pytest.mark.parametrize("page", [INDUCTION])
+def test_positions_and_the_two_occurrences_of_a_token_are_shown(page, tab):
+    marks = visit(tab, page)["marks"][0]
+    T = len(marks["positions"])
+    assert marks["positions"] == marks["keyPositions"] == [str(i) for i in range(T)], marks
+    # query 17 repeats the token at 9: both places are marked, on both sides
+    assert marks["markedQueries"] == marks["markedKeys"] == [9, 17], marks
+    assert "(also at 9)" in marks["status"], marks["status"]
+
+
+@pytest.mark.parametrize("page", [HEADS_PAGE])
+def test_all_heads_at_once_in_colour_and_each_on_its_own_scale(page, tab):
+    facts = visit(tab, page)
+    marks, data = facts["marks"][0], facts["hosts"][0]["data"]
+    assert marks["markedKeys"] == [], "no token repeats in 'Hi, how are you?'"
+    heads = len(data["heads"])
+    assert views_of(data)[-1] == list(range(heads)), "the last view is all the heads"
+    every = marks["views"][-1]
+    assert len(every["strokes"]) == heads and len(every["dashes"]) == heads, every
+    # the legend of head 0 states the range its line widths span
+    weights = [w for row in data["heads"][0] for w in row]
+    assert f"{min(weights):.2f} (thinnest) to {max(weights):.2f} (thickest)" in marks["legend"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_control_is_a_24px_target(page, tab, phone):
+    for where, targets in (
+        ("1280", visit(tab, page)["targets"]),
+        ("390", phone_visit(phone, page)["targets"]),
+    ):
+        assert targets, f"{page}: no controls found"
+        small = [
+            t
+            for t in targets
+            if t["width"] < SMALLEST_TARGET - 0.01 or t["height"] < SMALLEST_TARGET - 0.01
+        ]
+        assert not small, f"{page} at {where} px: targets under 24x24 px: {small}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[f"phone:{page}" for page in PAGES])
+def test_on_a_phone_nothing_covers_the_status_line(page, phone):
+    """The theme's "Back to top" button (fixed at 90% of the height) covered it in 7 and 9."""
+    for status in phone_visit(phone, page)["covered"]:
+        assert not status["blockers"], f"{page}: the status line is covered: {status}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_titles_and_labels_read_as_text_and_math(page, tab):
+    facts = visit(tab, page)
+    for title in facts["titles"]:
+        assert title.count("live") == 1, f"{page}: title {title!r}"
+    for text in facts["texts"]:
+        ascii_math = re.findall(r"\b[A-Za-z]_[A-Za-z0-9]\w*", text)
+        assert not ascii_math, f"{page}: plain-text math in the figure: {ascii_math}"
+    # the line JupyterLab shows stays hidden on the site
+    assert len(facts["notes"]) == len(facts["hosts"]) and not any(facts["notes"]), facts["notes"]
+
+
+def test_jupyterlab_shows_one_line_where_the_figure_is(browser):
+    """Without the site's stylesheet and script (JupyterLab), the stored output shows
+    the same line on every chapter: the live figure is on the website, and its title."""
+    from selfattention.book.interactive import NOTE
+
+    tab = browser.new_page()
+    try:
+        for page in FIGURES:
+            notebook = ROOT / page.replace(".html", ".ipynb")
+            cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+            for cell in cells:
+                for output in cell.get("outputs", []):
+                    html = "".join(output.get("data", {}).get("text/html", ""))
+                    if "sa-interactive" not in html:
+                        continue
+                    tab.set_content(html, wait_until="load")
+                    shown = tab.evaluate(
+                        """() => ({
+                          note: document.querySelector(".sa-elsewhere").checkVisibility(),
+                          text: document.body.innerText.trim(),
+                          host: document.querySelector(".sa-interactive").checkVisibility()})"""
+                    )
+                    assert shown["note"] and not shown["host"], f"{notebook.name}: {shown}"
+                    data = json.loads(
+                        html.split('<script type="application/json">')[1].split("</script>")[0]
+                    )
+                    assert shown["text"].split() == f"{NOTE} {data['title']}.".split(), shown
+                    plain = "".join(output["data"]["text/plain"])
+                    assert plain.split() == shown["text"].split(), plain
+    finally:
+        tab.close()

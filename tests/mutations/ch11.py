@@ -134,4 +134,20 @@ MUTATIONS = [
         "new": "return (values * keep).sum(dim=1) / values.shape[1]  # (B, d_model)",
         "caught_by": [CHAPTER],
     },
+    {
+        "id": "no-saga-line-sigmoid",
+        "claim": "a line from no saga still gets a series: a softmax over three classes has no 'none of these', its probabilities sum to 1",
+        "file": CHAPTER,
+        "old": "p_nowhere = model(nowhere.ids, nowhere.mask)[0].softmax(dim=-1)[0]  # (3,)",
+        "new": "p_nowhere = model(nowhere.ids, nowhere.mask)[0].sigmoid()[0]  # (3,)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "interactive-readable-lines-mislabelled",
+        "claim": "the interactive figure's readable lines carry their series, and the trained model gets all 21 right",
+        "file": CHAPTER,
+        "old": "picks.append(Line(words, SERIES.index(series), giveaway[0]))",
+        "new": "picks.append(Line(words, (SERIES.index(series) + 1) % 3, giveaway[0]))",
+        "caught_by": [CHAPTER],
+    },
 ]

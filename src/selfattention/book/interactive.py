@@ -8,7 +8,10 @@ computed with this package. On the website the book's script
 numbers, and shows it below the static one. Without JavaScript, in JupyterLab
 (which has not got the site's script, and runs no script of an untrusted
 notebook) and in the PDF, the element stays hidden and the static figure is all
-there is.
+there is. Before the element the output has one line, the same on every
+chapter (:data:`NOTE` and the figure's title), saying that the live figure is
+on the book's website: JupyterLab shows it where the cell would otherwise look
+empty, and the site's stylesheet hides it.
 
 nbval compares the stored HTML like any other output, so the JSON comes out
 byte for byte the same on every machine: floats are rounded to ``digits``
@@ -20,6 +23,7 @@ broken at commas to stay within the 79 characters of the site's code column.
 from __future__ import annotations
 
 import copy
+import html
 import json
 import math
 import re
@@ -36,6 +40,8 @@ from .._checks import check_int, describe
 KINDS = ("softmax", "heads", "masks", "classifier")
 
 _NAME = re.compile(r"^fig-[a-z0-9]+(-[a-z0-9]+)*$")
+#: The first words of the line JupyterLab shows in place of an interactive figure.
+NOTE = "The live figure is on the book's website:"
 #: The longest line the stored HTML may have (the site's code column).
 LINE_WIDTH = 79
 #: The longest string the data may hold, as JSON writes it (quotes and escapes
@@ -200,18 +206,36 @@ class InteractiveFigure:
             text = text.replace(char, escape)
         return _wrap(text)
 
+    @property
+    def note(self) -> str:
+        """The line a reader sees where the site's script does not run (JupyterLab).
+
+        The same words on every chapter: the live figure is on the book's
+        website, and what it shows (the figure's ``title``, if the data has one).
+
+        Examples
+        --------
+        >>> from selfattention.book.interactive import interactive_figure
+        >>> interactive_figure("softmax", {"title": "A sweep"}, figure="fig-x").note
+        "The live figure is on the book's website:\\nA sweep."
+        """
+        title = self.data.get("title")
+        what = title if isinstance(title, str) and title else "the figure above, live"
+        return f"{NOTE}\n{what}."
+
     def _repr_html_(self) -> str:
+        # The note shows where the site's stylesheet is absent (JupyterLab); on
+        # the site interactive.css hides it and the script draws the figure.
+        note = html.escape(self.note, quote=False)
         return (
+            f'<p class="sa-elsewhere">{note}</p>\n'
             f'<div class="sa-interactive" hidden\n     data-kind="{self.kind}"'
             f' data-figure="{self.figure}">\n'
             f'<script type="application/json">\n{self.json}\n</script>\n</div>'
         )
 
     def __repr__(self) -> str:
-        return (
-            f"Interactive figure ({self.kind}) beside {self.figure}:\n"
-            "the book's website draws it from the data in this output."
-        )
+        return self.note
 
 
 def interactive_figure(
@@ -260,6 +284,8 @@ def interactive_figure(
     ...     "softmax", {"keys": ["a", "b"], "scores": [1 / 3, 2.0]},
     ...     figure="fig-demo", digits=3)
     >>> print(figure._repr_html_())
+    <p class="sa-elsewhere">The live figure is on the book's website:
+    the figure above, live.</p>
     <div class="sa-interactive" hidden
          data-kind="softmax" data-figure="fig-demo">
     <script type="application/json">
@@ -273,7 +299,7 @@ def interactive_figure(
     >>> html = interactive_figure("heads", {"weights": np.full((8, 8), 1 / 3)},
     ...                           figure="fig-demo")._repr_html_()
     >>> len(html), max(len(line) for line in html.splitlines())
-    (1004, 79)
+    (1098, 79)
 
     Bad input is refused by name:
 
