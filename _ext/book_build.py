@@ -151,6 +151,50 @@ def inline_icons(outdir: Path) -> None:
         leftover.unlink()
 
 
+FONT_FACE = re.compile(
+    r"url\((\.\./vendor/fontawesome/webfonts/fa-solid-900)\.woff2\) format\(\"woff2\"\)"
+)
+
+
+def subset_icon_font(outdir: Path) -> None:
+    """Cut Font Awesome's solid webfont (156 KB) down to the glyphs the theme's CSS draws.
+
+    With the icons inlined as SVG, the font is left only for the CSS-drawn
+    icons (admonition titles, external links, breadcrumbs): the ``--pst-icon-*``
+    characters of the theme's stylesheet and the ``content: "\\fxxx"`` rules of
+    the other stylesheets. fontTools (a matplotlib dependency) writes the
+    subset as WOFF (zlib; WOFF2 would need brotli), and the @font-face rule
+    lists it first.
+    """
+    static = outdir / "_static"
+    theme = static / "styles" / "pydata-sphinx-theme.css"
+    ttf = static / "vendor" / "fontawesome" / "webfonts" / "fa-solid-900.ttf"
+    if not theme.is_file() or not ttf.is_file():
+        return
+    css = theme.read_text(encoding="utf-8")
+    if not FONT_FACE.search(css):
+        return  # done by an earlier build
+    try:
+        from fontTools import subset
+    except ImportError:  # pragma: no cover - matplotlib always brings fontTools
+        return
+    codepoints = {ord(c) for c in re.findall(r'--pst-[a-z-]+:"([\ue000-\uf8ff])"', css)}
+    for sheet in [*static.glob("*.css"), *(static / "styles").glob("*.css")]:
+        if sheet != theme:
+            text = sheet.read_text(encoding="utf-8")
+            codepoints |= {int(h, 16) for h in re.findall(r'content:\s*"\\([ef][0-9a-f]{3})"', text)}
+    options = subset.Options()
+    options.flavor = "woff"
+    options.layout_features = ["*"]
+    font = subset.load_font(str(ttf), options)
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(unicodes=sorted(codepoints))
+    subsetter.subset(font)
+    subset.save_font(font, str(ttf.with_name("fa-solid-900.subset.woff")), options)
+    css = FONT_FACE.sub(r'url(\1.subset.woff) format("woff")', css)
+    theme.write_text(css, encoding="utf-8")
+
+
 # --- 3. lighter figures ----------------------------------------------------------
 
 
@@ -188,6 +232,7 @@ def build_finished(app, exception) -> None:
         return
     outdir = Path(app.outdir)
     inline_icons(outdir)
+    subset_icon_font(outdir)
     lighten_pngs(outdir)
 
 
