@@ -70,6 +70,9 @@ class KeepPunctuationWithItsBox(SphinxPostTransform):
         if not tail and not head:
             return
         span = nodes.inline(classes=["book-nowrap"])
+        words = box.astext().split() if isinstance(box, nodes.literal) else []
+        if words and re.search(r"[-/\u2010-\u2014]", words[-1]):
+            span["classes"].append("book-keep-word")  # a hyphen: never break inside
         if head:
             text = before.astext()
             parent.replace(before, nodes.Text(text[: head.start()]))
