@@ -36,6 +36,10 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 CLOSING = re.compile(r"^[.,:;)\]!?%\u2019\u201d'\"]+")
 #: An opening bracket or quote glued to the box that follows it.
 OPENING = re.compile(r"[(\[\u2018\u201c'\"]+$")
+#: The longest last word of inline code kept whole before its punctuation: 36
+#: characters of the code font take about 300 px, within a 390 px phone's column.
+#: A longer name may break inside (it could not fit a line anyway).
+KEEP_WORD = 36
 #: Inline elements a box may sit at the end of (a link around inline code).
 WRAPPERS = (nodes.reference, nodes.emphasis, nodes.strong, nodes.inline)
 
@@ -71,8 +75,8 @@ class KeepPunctuationWithItsBox(SphinxPostTransform):
             return
         span = nodes.inline(classes=["book-nowrap"])
         words = box.astext().split() if isinstance(box, nodes.literal) else []
-        if words and re.search(r"[-/\u2010-\u2014]", words[-1]):
-            span["classes"].append("book-keep-word")  # a hyphen: never break inside
+        if words and (len(words[-1]) <= KEEP_WORD or re.search(r"[-/\u2010-\u2014]", words[-1])):
+            span["classes"].append("book-keep-word")  # fits a phone's line: never breaks
         if head:
             text = before.astext()
             parent.replace(before, nodes.Text(text[: head.start()]))

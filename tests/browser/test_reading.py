@@ -77,7 +77,9 @@ READING = """([punctuation, dark]) => {
   }
   // A text node that starts with punctuation, after an inline box (code, math,
   // a link): does the punctuation sit on a later line than what comes before it?
-  const skip = "pre, code, script, style, mjx-container, .highlight, nav, svg";
+  // Code, and the API's signatures: a signature wider than a phone's line
+  // breaks anywhere, as code does (book.css), not at its punctuation.
+  const skip = "pre, code, .sig, script, style, mjx-container, .highlight, nav, svg";
   const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
   const lastRect = (node) => {
     if (node.nodeType === 3) {
