@@ -36,10 +36,11 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 CLOSING = re.compile(r"^[.,:;)\]!?%\u2019\u201d'\"]+")
 #: An opening bracket or quote glued to the box that follows it.
 OPENING = re.compile(r"[(\[\u2018\u201c'\"]+$")
-#: The longest last word of inline code kept whole before its punctuation: 36
-#: characters of the code font take about 300 px, within a 390 px phone's column.
-#: A longer name may break inside (it could not fit a line anyway).
-KEEP_WORD = 36
+#: The longest last word of inline code kept whole before its punctuation: 26
+#: characters of the code font take about 220 px, within the narrowest column of a
+#: 390 px phone (an API entry's, about 270 px).
+#: A longer name may break inside, where it must.
+KEEP_WORD = 26
 #: Inline elements a box may sit at the end of (a link around inline code).
 WRAPPERS = (nodes.reference, nodes.emphasis, nodes.strong, nodes.inline)
 
