@@ -39,7 +39,7 @@ OPENING = re.compile(r"[(\[\u2018\u201c'\"]+$")
 #: The longest last word of inline code kept whole before its punctuation: 26
 #: characters of the code font take about 220 px, within the narrowest column of a
 #: 390 px phone (an API entry's, about 270 px).
-#: A longer name may break inside, where it must.
+#: A longer name stays an inline block (book.css).
 KEEP_WORD = 26
 #: Inline elements a box may sit at the end of (a link around inline code).
 WRAPPERS = (nodes.reference, nodes.emphasis, nodes.strong, nodes.inline)
