@@ -213,3 +213,22 @@ def tablet(browser, server):
     tab = Tab(browser, server, viewport={"width": 900, "height": 1200}, has_touch=True)
     yield tab
     tab.context.close()
+
+
+@pytest.fixture(scope="session")
+def reading_desktop(browser, server):
+    """test_reading.py's desktop tab: 1280x800, as a laptop reader sees the book."""
+    tab = Tab(browser, server, viewport={"width": 1280, "height": 800})
+    yield tab
+    tab.context.close()
+
+
+@pytest.fixture(scope="session")
+def reading_phone(browser, server):
+    """test_reading.py's phone tab, with the browser cache off: every load is a first visit."""
+    tab = Tab(browser, server, **PHONE)
+    cdp = tab.context.new_cdp_session(tab.page)
+    cdp.send("Network.enable")
+    cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+    yield tab
+    tab.context.close()
