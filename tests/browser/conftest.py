@@ -201,8 +201,15 @@ PHONE = {
 
 @pytest.fixture(scope="session")
 def phone(browser, server):
-    """A second tab, on a phone-sized screen, for the checks a phone reader needs."""
+    """A second tab, on a phone-sized screen, for the checks a phone reader needs.
+
+    Its browser cache is off, so that every load is a first visit (what
+    test_reading.py weighs) and the phone's page loads share nothing.
+    """
     tab = Tab(browser, server, **PHONE)
+    cdp = tab.context.new_cdp_session(tab.page)
+    cdp.send("Network.enable")
+    cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
     yield tab
     tab.context.close()
 
@@ -211,24 +218,5 @@ def phone(browser, server):
 def tablet(browser, server):
     """A tab on a tablet-sized screen, where the theme folds the sidebar away (below 992px)."""
     tab = Tab(browser, server, viewport={"width": 900, "height": 1200}, has_touch=True)
-    yield tab
-    tab.context.close()
-
-
-@pytest.fixture(scope="session")
-def reading_desktop(browser, server):
-    """test_reading.py's desktop tab: 1280x800, as a laptop reader sees the book."""
-    tab = Tab(browser, server, viewport={"width": 1280, "height": 800})
-    yield tab
-    tab.context.close()
-
-
-@pytest.fixture(scope="session")
-def reading_phone(browser, server):
-    """test_reading.py's phone tab, with the browser cache off: every load is a first visit."""
-    tab = Tab(browser, server, **PHONE)
-    cdp = tab.context.new_cdp_session(tab.page)
-    cdp.send("Network.enable")
-    cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
     yield tab
     tab.context.close()

@@ -8,9 +8,10 @@
 - In dark mode an interactive figure sits on the page's background (no light
   frame) and the scroll cue of a wide display is a faint shadow, not a blob.
 
-Each page is loaded once per width (`reading_visit`), every fact is collected
-in that one pass, and the tests assert on the facts. The phone tab loads every
-page with the browser cache off, so each phone visit is a first visit.
+The facts are read on test_site.py's one load of each page per width
+(`reading_visit`), and the tests assert on them. The phone tab loads every
+page with the browser cache off (conftest.py), so each phone visit is a first
+visit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import pytest
 import yaml
 from book_site import ROOT, SETTLE
+from test_site import phone_visit as site_phone_visit
+from test_site import visit as site_visit
 
 #: Bytes a first visit to any page may transfer (uncompressed, as the tests' server sends).
 FIRST_VISIT_BUDGET = 2_500_000
@@ -165,28 +168,36 @@ _visits: dict[tuple[str, str], dict] = {}
 
 
 def reading_visit(tab, name: str, page: str) -> dict:
-    """Load `page` in `tab` once, let it settle, and collect every fact of READING."""
+    """The facts of READING for `page`, read on test_site.py's own load of it.
+
+    test_site.py loads every page once on the desktop tab and once on the phone
+    tab (whose cache is off: each phone load is a first visit), and these
+    tests' ids are that module's, so both run on the worker that holds the
+    loaded page: READING reads it there, without a load of its own.
+    """
     key = (name, page)
     if key not in _visits:
-        tab.reset()
-        response = tab.page.goto(tab.url(page), wait_until="load")
-        tab.page.evaluate(SETTLE)
-        facts = tab.page.evaluate(READING, [PUNCTUATION, name == "phone"])
-        facts["status"] = response.status if response else None
-        facts["foreign"] = list(tab.foreign)
-        facts["failed"] = list(tab.failed)
-        _visits[key] = facts
+        facts = site_phone_visit(tab, page) if name == "phone" else site_visit(tab, page)
+        if tab.path_of(tab.page.url) != page:  # test_interactive moved on, or a redirect
+            tab.reset()
+            tab.page.goto(tab.url(page), wait_until="load")
+            tab.page.evaluate(SETTLE)
+        reading = tab.page.evaluate(READING, [PUNCTUATION, name == "phone"])
+        reading["status"] = facts.get("status", 200)
+        reading["foreign"] = list(facts.get("foreign", tab.foreign))
+        reading["failed"] = list(facts.get("failed", tab.failed))
+        _visits[key] = reading
     return _visits[key]
 
 
-@pytest.fixture(params=PAGES, ids=[f"reading:{page}" for page in PAGES])
-def desktop(request, reading_desktop):
-    return reading_visit(reading_desktop, "desktop", request.param), request.param
+@pytest.fixture(params=PAGES)
+def desktop(request, tab):
+    return reading_visit(tab, "desktop", request.param), request.param
 
 
-@pytest.fixture(params=PAGES, ids=[f"reading-phone:{page}" for page in PAGES])
-def phone_first(request, reading_phone):
-    return reading_visit(reading_phone, "phone", request.param), request.param
+@pytest.fixture(params=PAGES, ids=[f"phone:{page}" for page in PAGES])
+def phone_first(request, phone):
+    return reading_visit(phone, "phone", request.param), request.param
 
 
 def describe(displays) -> str:

@@ -789,9 +789,10 @@ def phone_visit(phone, page: str) -> Facts:
     if page in _phone_visits:
         return _phone_visits[page]
     phone.reset()
-    phone.page.goto(phone.url(page), wait_until="load")
+    response = phone.page.goto(phone.url(page), wait_until="load")
     phone.page.evaluate(SETTLE)
     facts = Facts(phone.page.evaluate(PHONE_OVERFLOW))
+    facts["status"] = response.status if response else None
     facts["url"] = phone.page.url
     facts.update(phone.page.evaluate(PHONE_READING))
     # The scroll cue as rendered: with the widest formula's glyphs hidden and the
@@ -817,6 +818,8 @@ def phone_visit(phone, page: str) -> Facts:
           .length"""
     )
     facts["console_errors"] = list(phone.console_errors)
+    facts["failed"] = list(phone.failed)
+    facts["foreign"] = list(phone.foreign)
     _phone_visits[page] = facts
     return facts
 
