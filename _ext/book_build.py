@@ -51,7 +51,9 @@ class KeepPunctuationWithItsBox(SphinxPostTransform):
     default_priority = 900  # after the references are resolved
 
     def run(self, **kwargs) -> None:  # noqa: ARG002 - Sphinx's signature
-        for box in list(self.document.findall(lambda n: isinstance(n, (nodes.literal, nodes.math)))):
+        for box in list(
+            self.document.findall(lambda n: isinstance(n, (nodes.literal, nodes.math)))
+        ):
             self.wrap(box)
 
     @staticmethod
@@ -92,7 +94,9 @@ class KeepPunctuationWithItsBox(SphinxPostTransform):
 
 # --- 2. icons without Font Awesome's script --------------------------------------
 
-FONTAWESOME_TAG = re.compile(r'<script[^>]*src="[^"]*_static/scripts/fontawesome\.js[^"]*"[^>]*>\s*</script>\s*')
+FONTAWESOME_TAG = re.compile(
+    r'<script[^>]*src="[^"]*_static/scripts/fontawesome\.js[^"]*"[^>]*>\s*</script>\s*'
+)
 ICON_TAG = re.compile(r'<i\s+class="([^"]*\bfa-[^"]*)"([^>]*)>\s*</i>')
 STYLE_PREFIXES = {"fa-solid", "fas", "fa-regular", "far", "fa-brands", "fab"}
 SIZES = {"fa-xs", "fa-sm", "fa-lg", "fa-xl", "fa-2xl", "fa-fw"}
@@ -190,7 +194,9 @@ def subset_icon_font(outdir: Path) -> None:
     for sheet in [*static.glob("*.css"), *(static / "styles").glob("*.css")]:
         if sheet != theme:
             text = sheet.read_text(encoding="utf-8")
-            codepoints |= {int(h, 16) for h in re.findall(r'content:\s*"\\([ef][0-9a-f]{3})"', text)}
+            codepoints |= {
+                int(h, 16) for h in re.findall(r'content:\s*"\\([ef][0-9a-f]{3})"', text)
+            }
     options = subset.Options()
     options.flavor = "woff"
     options.layout_features = ["*"]

@@ -73,7 +73,8 @@ READING = """([punctuation, dark]) => {
     const holder = box.closest("div.math") || box;
     const parent = holder.parentElement;
     const style = getComputedStyle(parent);
-    const column = parent.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const column = parent.clientWidth - parseFloat(style.paddingLeft)
+      - parseFloat(style.paddingRight);
     const tex = (texOf.get(box) || box.textContent || "").replace(/\\s+/g, " ").trim();
     displays.push({tex: tex.slice(0, 50), width: Math.round(width), column: Math.round(column),
                    section: heading(box)});
@@ -258,8 +259,10 @@ def test_first_visit_is_light_and_stays_on_this_machine(phone_first):
         f"{page}: a first visit on a phone loads {total / 1e6:.2f} MB "
         f"(at most {FIRST_VISIT_BUDGET / 1e6:.1f} MB) in {len(facts['loaded'])} responses; "
         "heaviest: "
-        + ", ".join(f"{item['url'].split('/')[-1].split('?')[0]} {item['bytes'] / 1e3:.0f} KB"
-                    for item in heaviest)
+        + ", ".join(
+            f"{item['url'].split('/')[-1].split('?')[0]} {item['bytes'] / 1e3:.0f} KB"
+            for item in heaviest
+        )
     )
 
 
