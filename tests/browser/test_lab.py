@@ -356,3 +356,64 @@ def test_opening_does_not_mark_the_chapter_unsaved(chapter):
         f"{name}: JupyterLab marks the notebook unsaved on opening ({state['dirty']}): "
         "its stored kernelspec differs from the kernel's"
     )
+
+
+# Run All in the open notebook, wait until every code cell has run, and report
+# each solution cell's (tag hide-cell) visible output text and stored answer.
+RUN_ALL = """async () => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  await panel.sessionContext.ready;
+  await app.commands.execute("notebook:run-all-cells");
+}"""
+RAN = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const code = panel.content.widgets.filter((cell) => cell.model.type === "code");
+  return code.every((cell) => cell.model.executionCount !== null
+    && !cell.node.querySelector(".jp-InputPrompt").textContent.includes("*"));
+}"""
+SOLUTIONS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel.content.widgets
+    .filter((cell) => cell.model.type === "code"
+      && (cell.model.getMetadata("tags") || []).includes("hide-cell"))
+    .map((cell) => ({
+      index: panel.content.widgets.indexOf(cell),
+      visible: cell.outputArea.node.innerText,
+      answer: cell.model.outputs.toJSON()
+        .map((o) => [].concat((o.data || {})["text/plain"] || o.text || "").join(""))
+        .join(""),
+      errors: cell.model.outputs.toJSON().filter((o) => o.output_type === "error").length,
+    }));
+}"""
+RUN_ALL_CHAPTER = os.environ.get("LAB_RUN_ALL", "13_rotary_position_embeddings")
+
+
+def test_run_all_shows_no_answer_until_opened(lab_page, lab):
+    """Run All unfolds every output in JupyterLab: each solution's result must stay
+    folded ("Result (click to show)", the %answer magic) until the reader opens it."""
+    read_in_lab(lab_page, lab, RUN_ALL_CHAPTER)
+    lab_page.evaluate(RUN_ALL)
+    lab_page.wait_for_function(RAN, timeout=300_000, polling=1000)
+    solutions = lab_page.evaluate(SOLUTIONS)
+    answered = [s for s in solutions if s["answer"].strip()]
+    assert answered, f"{RUN_ALL_CHAPTER}: no solution cell printed anything after Run All"
+    for solution in solutions:
+        assert not solution["errors"], f"solution cell {solution['index']} failed under Run All"
+        shown = [
+            line.strip()
+            for line in solution["answer"].splitlines()
+            if line.strip() and line.strip() in solution["visible"]
+        ]
+        assert not shown, (
+            f"{RUN_ALL_CHAPTER}: after Run All, solution cell {solution['index']} shows its "
+            f"answer before the reader opens it: {shown[:2]}"
+        )
+    # Opening the fold shows the answer.
+    first = answered[0]["answer"].splitlines()[0].strip()
+    summary = lab_page.locator(".jp-Notebook details.sa-answer > summary").first
+    summary.scroll_into_view_if_needed()
+    summary.click()
+    lab_page.wait_for_function(
+        "(text) => document.querySelector('.jp-Notebook').innerText.includes(text)", arg=first
+    )

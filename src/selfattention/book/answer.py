@@ -53,7 +53,7 @@ def answer_bundle(text: str) -> dict[str, str]:
     }
 
 
-def answer(line: str) -> None:
+def _answer(line: str) -> None:
     """Hold back what the rest of this cell prints; display it folded when the cell ends."""
     from IPython import get_ipython
     from IPython.display import display
@@ -74,7 +74,17 @@ def answer(line: str) -> None:
 
 
 def register(shell: Any | None = None) -> None:
-    """Register ``%answer`` in ``shell`` (the running IPython; nothing outside IPython)."""
+    """Register ``%answer`` in ``shell`` (the running IPython; nothing outside IPython).
+
+    Examples
+    --------
+    >>> class Shell:
+    ...     def register_magic_function(self, function, magic_kind, magic_name):
+    ...         print(magic_kind, magic_name)
+    >>> register(Shell())
+    line answer
+    >>> register()  # outside IPython: nothing to do
+    """
     if shell is None:
         try:
             from IPython import get_ipython
@@ -83,4 +93,4 @@ def register(shell: Any | None = None) -> None:
         shell = get_ipython()
     if shell is None:
         return
-    shell.register_magic_function(answer, magic_kind="line", magic_name="answer")
+    shell.register_magic_function(_answer, magic_kind="line", magic_name="answer")
