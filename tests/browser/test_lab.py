@@ -60,7 +60,10 @@ KERNEL_SECONDS = 30
 # JupyterLab settings for the run: every cell rendered at once (no windowing),
 # no autosave, no news or update checks (they would call another host).
 LAB_SETTINGS = {
-    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    # LAB_WINDOWING=full tries JupyterLab's default, which renders cells as they scroll in.
+    "@jupyterlab/notebook-extension/tracker": {
+        "windowingMode": os.environ.get("LAB_WINDOWING", "none")
+    },
     "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
     "@jupyterlab/apputils-extension/notification": {
         "fetchNews": "false",
