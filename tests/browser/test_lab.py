@@ -57,19 +57,22 @@ STARTUP_SECONDS = 90
 RENDER_SECONDS = 60
 KERNEL_SECONDS = 30
 
-# JupyterLab settings for the run: every cell rendered at once (no windowing),
-# no autosave, no news or update checks (they would call another host).
+# JupyterLab settings for the run: no autosave, no news or update checks (they
+# would call another host).
 LAB_SETTINGS = {
-    # LAB_WINDOWING=full tries JupyterLab's default, which renders cells as they scroll in.
-    "@jupyterlab/notebook-extension/tracker": {
-        "windowingMode": os.environ.get("LAB_WINDOWING", "none")
-    },
     "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
     "@jupyterlab/apputils-extension/notification": {
         "fetchNews": "false",
         "checkForUpdates": False,
     },
 }
+# The windowing mode is make lab's own (scripts/lab_settings/overrides.json: every
+# cell rendered at once); LAB_WINDOWING=full tries JupyterLab's default, which
+# renders cells as they scroll in (and then warns of unresolved references).
+if os.environ.get("LAB_WINDOWING"):
+    LAB_SETTINGS["@jupyterlab/notebook-extension/tracker"] = {
+        "windowingMode": os.environ["LAB_WINDOWING"]
+    }
 
 # What the notebook shows once JupyterLab has rendered its Markdown cells: the
 # rendered text (not the hidden editors' source), the marks of unresolved
