@@ -104,7 +104,30 @@ RENDERED = """() => {
       open: d.open,
     })),
     figures,
+    // In-page links (glossary terms, citations, figures, package names) whose
+    // target is not in the notebook.
+    lostLinks: [...document.querySelectorAll('.jp-Notebook .myst a[href^="#"]')]
+      .map((a) => decodeURIComponent(a.getAttribute("href").slice(1)))
+      .filter((id) => id && !document.getElementById(id)),
   };
+}"""
+
+# Click the first glossary term (then the first citation): where its target lands
+# relative to the notebook's visible area (true when on screen).
+CLICK_REACHES = """async (prefix) => {
+  const link = [...document.querySelectorAll('.jp-Notebook .myst a.hover-link[href^="#"]')]
+    .find((a) => prefix === "term-" ? a.getAttribute("href").startsWith("#term-")
+      : a.textContent.trim().startsWith("["));
+  if (!link) return null;
+  const id = decodeURIComponent(link.getAttribute("href").slice(1));
+  link.scrollIntoView();
+  link.click();
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const target = document.getElementById(id);
+  const view = document.querySelector(".jp-WindowedPanel-outer, .jp-Notebook")
+    .getBoundingClientRect();
+  const box = target.getBoundingClientRect();
+  return {id, onScreen: box.bottom > view.top && box.top < view.bottom};
 }"""
 
 RAW_ROLE = re.compile(r"\{[a-z]+(?::[a-z]+)?\}`|<selfattention\.[\w.]+>")
@@ -299,6 +322,7 @@ def read_in_lab(page, lab: str, name: str) -> dict:
           .map((tab) => tab.textContent.trim())"""
     )
     state["unresolved"] = sorted({text for text in CONSOLE if UNRESOLVED.search(text)})
+    state["clicks"] = [page.evaluate(CLICK_REACHES, prefix) for prefix in ("term-", "cite")]
     _seen[name] = state
     return state
 
@@ -337,6 +361,17 @@ def test_no_bare_labels(chapter):
     bare = sorted(set(BARE_LABEL.findall(state["text"])))
     assert not bare, f"{name}: bare labels in JupyterLab: {bare}"
     assert not state["unresolved"], f"{name}: console: {state['unresolved'][:5]}"
+
+
+def test_links_reach_their_targets(chapter):
+    """Every glossary term, citation, figure and package link has its target in the
+    notebook, and clicking a term and a citation brings the target on screen."""
+    name, state = chapter
+    assert not state["lostLinks"], f"{name}: links without a target: {state['lostLinks'][:5]}"
+    for click in state["clicks"]:
+        assert click is None or click["onScreen"], (
+            f"{name}: clicking the link to {click['id']} does not bring it on screen"
+        )
 
 
 def test_no_citation_keys(chapter):
