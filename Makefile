@@ -102,9 +102,11 @@ screenshot: book ## Save docs/screenshot.png and docs/screenshot-phone.png of ch
 	$(PY) scripts/site.py screenshot
 
 # tests/browser/test_lab.py runs this very target (with LAB_DIR and LAB_ARGS set).
+# scripts/lab_settings/overrides.json renders every cell at once (no windowing), so
+# that jupyterlab-myst finds each glossary, citation and figure target (README).
 LAB_DIR ?= chapters
 lab: $(STAMP) ## Open JupyterLab on chapters/, MyST rendered (jupyterlab-myst)
-	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(LAB_ARGS)
+	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) --LabApp.app_settings_dir=$(CURDIR)/scripts/lab_settings $(LAB_ARGS)
 
 serve: ## Serve the built site on 127.0.0.1
 	@test -f _build/html/index.html || { echo "No site yet: run 'make book' first"; exit 1; }

@@ -43,9 +43,10 @@ def text_of(output):
         return (
             ""  # its text/plain twin is the figure's "<Figure size ...>" label, fixed by figsize
         )
-    return "\n".join(
-        str(data[kind]) for kind in ("text/plain", "text/html", "text/markdown") if kind in data
-    )
+    html = "".join(data.get("text/html", ""))
+    kinds = ("text/plain", "text/markdown")  # a folded answer's HTML repeats its text/plain
+    kinds += () if html.startswith('<details class="sa-answer">') else ("text/html",)
+    return "\n".join(str(data[kind]) for kind in kinds if kind in data)
 
 
 @pytest.fixture(params=CHAPTERS, ids=[path.stem for path in CHAPTERS])
@@ -138,6 +139,25 @@ def test_hidden_solutions_are_folded_in_jupyterlab_too(notebook):
                 f"cell {index} is hidden on the site but open in JupyterLab: set "
                 "metadata.jupyter.source_hidden and outputs_hidden"
             )
+
+
+def test_solution_results_stay_folded_after_run_all(notebook):
+    """Run All in JupyterLab unfolds every output it produces: a solution cell's
+    result must then still be folded, so the cell starts with ``%answer`` and
+    its only outputs are closed ``<details>`` elements (selfattention.book.answer)."""
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code" or "hide-cell" not in cell.metadata.get("tags", []):
+            continue
+        assert cell.source.startswith("%answer\n"), (
+            f"solution cell {index} does not start with %answer: Run All in JupyterLab "
+            "would show its printed answer"
+        )
+        for output in cell.outputs:
+            html = output.get("data", {}).get("text/html", "")
+            html = "".join(html) if isinstance(html, list) else html
+            assert output.output_type == "display_data" and html.startswith(
+                '<details class="sa-answer">'
+            ), f"solution cell {index} shows a {output.output_type} output outside its fold"
 
 
 def test_chapter_anatomy(notebook):

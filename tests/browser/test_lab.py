@@ -57,16 +57,22 @@ STARTUP_SECONDS = 90
 RENDER_SECONDS = 60
 KERNEL_SECONDS = 30
 
-# JupyterLab settings for the run: every cell rendered at once (no windowing),
-# no autosave, no news or update checks (they would call another host).
+# JupyterLab settings for the run: no autosave, no news or update checks (they
+# would call another host).
 LAB_SETTINGS = {
-    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
     "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
     "@jupyterlab/apputils-extension/notification": {
         "fetchNews": "false",
         "checkForUpdates": False,
     },
 }
+# The windowing mode is make lab's own (scripts/lab_settings/overrides.json: every
+# cell rendered at once); LAB_WINDOWING=full tries JupyterLab's default, which
+# renders cells as they scroll in (and then warns of unresolved references).
+if os.environ.get("LAB_WINDOWING"):
+    LAB_SETTINGS["@jupyterlab/notebook-extension/tracker"] = {
+        "windowingMode": os.environ["LAB_WINDOWING"]
+    }
 
 # What the notebook shows once JupyterLab has rendered its Markdown cells: the
 # rendered text (not the hidden editors' source), the marks of unresolved
@@ -98,7 +104,30 @@ RENDERED = """() => {
       open: d.open,
     })),
     figures,
+    // In-page links (glossary terms, citations, figures, package names) whose
+    // target is not in the notebook.
+    lostLinks: [...document.querySelectorAll('.jp-Notebook .myst a[href^="#"]')]
+      .map((a) => decodeURIComponent(a.getAttribute("href").slice(1)))
+      .filter((id) => id && !document.getElementById(id)),
   };
+}"""
+
+# Click the first glossary term (then the first citation): where its target lands
+# relative to the notebook's visible area (true when on screen).
+CLICK_REACHES = """async (prefix) => {
+  const link = [...document.querySelectorAll('.jp-Notebook .myst a.hover-link[href^="#"]')]
+    .find((a) => prefix === "term-" ? a.getAttribute("href").startsWith("#term-")
+      : a.textContent.trim().startsWith("["));
+  if (!link) return null;
+  const id = decodeURIComponent(link.getAttribute("href").slice(1));
+  link.scrollIntoView();
+  link.click();
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const target = document.getElementById(id);
+  const view = document.querySelector(".jp-WindowedPanel-outer, .jp-Notebook")
+    .getBoundingClientRect();
+  const box = target.getBoundingClientRect();
+  return {id, onScreen: box.bottom > view.top && box.top < view.bottom};
 }"""
 
 RAW_ROLE = re.compile(r"\{[a-z]+(?::[a-z]+)?\}`|<selfattention\.[\w.]+>")
@@ -293,6 +322,7 @@ def read_in_lab(page, lab: str, name: str) -> dict:
           .map((tab) => tab.textContent.trim())"""
     )
     state["unresolved"] = sorted({text for text in CONSOLE if UNRESOLVED.search(text)})
+    state["clicks"] = [page.evaluate(CLICK_REACHES, prefix) for prefix in ("term-", "cite")]
     _seen[name] = state
     return state
 
@@ -333,6 +363,17 @@ def test_no_bare_labels(chapter):
     assert not state["unresolved"], f"{name}: console: {state['unresolved'][:5]}"
 
 
+def test_links_reach_their_targets(chapter):
+    """Every glossary term, citation, figure and package link has its target in the
+    notebook, and clicking a term and a citation brings the target on screen."""
+    name, state = chapter
+    assert not state["lostLinks"], f"{name}: links without a target: {state['lostLinks'][:5]}"
+    for click in state["clicks"]:
+        assert click is None or click["onScreen"], (
+            f"{name}: clicking the link to {click['id']} does not bring it on screen"
+        )
+
+
 def test_no_citation_keys(chapter):
     name, state = chapter
     words = set(re.findall(r"[\w-]+", state["text"]))
@@ -355,4 +396,65 @@ def test_opening_does_not_mark_the_chapter_unsaved(chapter):
     assert not state["dirty"], (
         f"{name}: JupyterLab marks the notebook unsaved on opening ({state['dirty']}): "
         "its stored kernelspec differs from the kernel's"
+    )
+
+
+# Run All in the open notebook, wait until every code cell has run, and report
+# each solution cell's (tag hide-cell) visible output text and stored answer.
+RUN_ALL = """async () => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  await panel.sessionContext.ready;
+  await app.commands.execute("notebook:run-all-cells");
+}"""
+RAN = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const code = panel.content.widgets.filter((cell) => cell.model.type === "code");
+  return code.every((cell) => cell.model.executionCount !== null
+    && !cell.node.querySelector(".jp-InputPrompt").textContent.includes("*"));
+}"""
+SOLUTIONS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel.content.widgets
+    .filter((cell) => cell.model.type === "code"
+      && (cell.model.getMetadata("tags") || []).includes("hide-cell"))
+    .map((cell) => ({
+      index: panel.content.widgets.indexOf(cell),
+      visible: cell.outputArea.node.innerText,
+      answer: cell.model.outputs.toJSON()
+        .map((o) => [].concat((o.data || {})["text/plain"] || o.text || "").join(""))
+        .join(""),
+      errors: cell.model.outputs.toJSON().filter((o) => o.output_type === "error").length,
+    }));
+}"""
+RUN_ALL_CHAPTER = os.environ.get("LAB_RUN_ALL", "13_rotary_position_embeddings")
+
+
+def test_run_all_shows_no_answer_until_opened(lab_page, lab):
+    """Run All unfolds every output in JupyterLab: each solution's result must stay
+    folded ("Result (click to show)", the %answer magic) until the reader opens it."""
+    read_in_lab(lab_page, lab, RUN_ALL_CHAPTER)
+    lab_page.evaluate(RUN_ALL)
+    lab_page.wait_for_function(RAN, timeout=300_000, polling=1000)
+    solutions = lab_page.evaluate(SOLUTIONS)
+    answered = [s for s in solutions if s["answer"].strip()]
+    assert answered, f"{RUN_ALL_CHAPTER}: no solution cell printed anything after Run All"
+    for solution in solutions:
+        assert not solution["errors"], f"solution cell {solution['index']} failed under Run All"
+        shown = [
+            line.strip()
+            for line in solution["answer"].splitlines()
+            if line.strip() and line.strip() in solution["visible"]
+        ]
+        assert not shown, (
+            f"{RUN_ALL_CHAPTER}: after Run All, solution cell {solution['index']} shows its "
+            f"answer before the reader opens it: {shown[:2]}"
+        )
+    # Opening the fold shows the answer.
+    first = answered[0]["answer"].splitlines()[0].strip()
+    summary = lab_page.locator(".jp-Notebook details.sa-answer > summary").first
+    summary.scroll_into_view_if_needed()
+    summary.click()
+    lab_page.wait_for_function(
+        "(text) => document.querySelector('.jp-Notebook').innerText.includes(text)", arg=first
     )

@@ -23,6 +23,9 @@ def setup(precision: int = 3) -> None:
     the browser tests work out how large its text is on a phone. Outside
     IPython the inline backend is left alone.
 
+    Inside IPython it also registers the ``%answer`` line magic that the
+    exercise solutions start with (``selfattention.book.answer``).
+
     Examples
     --------
     >>> import matplotlib as mpl
@@ -53,6 +56,9 @@ def setup(precision: int = 3) -> None:
         }
     )
     _retina_figures()
+    from .answer import register
+
+    register()
 
 
 def _retina_figures() -> None:
