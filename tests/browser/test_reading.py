@@ -17,8 +17,8 @@ visit.
 from __future__ import annotations
 
 import pytest
-import yaml
-from book_site import ROOT, SETTLE
+from book_site import SETTLE
+from test_site import PAGES
 from test_site import phone_visit as site_phone_visit
 from test_site import visit as site_visit
 
@@ -38,24 +38,6 @@ PUNCTUATION = ".,:;)"
 #: same number). Such lines are reported in the run, not failed.
 LONG_NAME = 26
 
-
-def toc_pages() -> list[str]:
-    """Every page of _toc.yml in reading order, plus Sphinx's index and search pages."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    documents = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                documents.append(entry["file"])
-            walk(entry.get("sections"))
-
-    for part in toc.get("parts", [{"chapters": toc.get("chapters")}]):
-        walk(part.get("chapters"))
-    return [f"{doc}.html" for doc in documents] + ["genindex.html", "search.html"]
-
-
-PAGES = toc_pages()
 
 # One pass over the page: display widths, lines that start with punctuation,
 # the bytes loaded so far, and (on request) the dark-mode facts.
