@@ -395,7 +395,7 @@ def visit(tab, page: str) -> dict:
 def phone_visit(phone, page: str) -> dict:
     """Load ``page`` once on the phone: a tap on each figure, and the widths before and after.
 
-    (test_site.py runs axe-core on every page at this size.)
+    (test_site.py runs axe-core's layout rules on every page at this size.)
     """
     if page in _phone:
         return _phone[page]

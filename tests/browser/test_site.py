@@ -41,21 +41,29 @@ VAGUE_ALT = {"a plot", "plot", "figure", "a figure", "image", "an image", "chart
 RAW_MATH = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")
 STATIC_MATH = re.compile(r'class="math notranslate nohighlight"')
 
-# axe-core: each page gets every rule on everything but its code blocks and
-# MathJax's output (most of a chapter's DOM, and the slow part of a run); code
-# blocks get the keyboard-scrolling rule on every page; and once, on the chapter
-# with the most code and math, every rule runs on the code blocks and formulas
-# too (one Pygments stylesheet and one MathJax serve every page).
+# axe-core. Every run pays a fixed cost for the whole page (axe reads the whole
+# DOM and lays out a grid of it, 0.3-2 s here) on top of its rules, so each page
+# gets as few runs as its checks need:
+# - at 1280 px, every rule on everything but its code blocks and MathJax's output
+#   (most of a chapter's DOM, and the slow part of a run); on the API page, the
+#   colour rules on the first entry of each section only (AXE_REPEATED_ENTRIES);
+# - at 390 px, the rules whose answer depends on the layout (AXE_LAYOUT_RULES:
+#   code blocks, formulas and tables scroll sideways on a phone, not at 1280 px),
+#   on every box that scrolls, formulas and code included (MARK_SCROLLERS).
+#   The HTML is the same at every width, so the rules that read only the DOM
+#   answer as they did at 1280 px;
+#   what only a phone shows (its header bar and the opened menu, the theme's
+#   template, the same on every page) gets every rule on one page
+#   (PHONE_CHROME_PAGE);
+# - every rule on the code and the formulas of a sample of chapters
+#   (test_accessibility_of_code_and_math): one Pygments stylesheet and one
+#   MathJax serve every page.
 AXE_OPTIONS = {"resultTypes": ["violations"], "preload": False}
 AXE_PAGE_CONTEXT = {"exclude": [["mjx-container"], [".highlight"]]}
-AXE_CODE_CONTEXT = {"include": [[".highlight"]]}
-AXE_CODE_RULES = ["scrollable-region-focusable"]
-AXE_SAMPLE_CONTEXT = {"include": [[".highlight"], ["mjx-container"]]}
+AXE_LAYOUT_RULES = ["scrollable-region-focusable"]
 # The colour rules read every text node's rendered colours: most of a run's time
-# (on the API page, 13 of 14 s). The colours are the same CSS at every width, so
-# the phone checks colour only in its own chrome (the header and the opened menu),
-# and on the API page colour is checked on the first entry of each section: the
-# others are the same markup under the same stylesheet.
+# (on the API page, 13 of 14 s); the API page's 192 other entries are the same
+# markup under the same stylesheet as the first of each section.
 AXE_COLOUR_RULES = ["color-contrast", "link-in-text-block"]
 AXE_REPEATED_ENTRIES = "dl.py ~ dl.py"
 AXE_COLOUR_CONTEXT = {"exclude": [*AXE_PAGE_CONTEXT["exclude"], [AXE_REPEATED_ENTRIES]]}
@@ -94,6 +102,13 @@ def toc_documents() -> list[str]:
 
 DOCUMENTS = toc_documents()
 PAGES = [f"{doc}.html" for doc in DOCUMENTS] + SPECIAL_PAGES
+#: The page on which every axe rule runs on a phone's own header and opened menu.
+PHONE_CHROME_PAGE = next((f"{d}.html" for d in DOCUMENTS if d.startswith("chapters/")), PAGES[0])
+#: The page whose first figure's dark-mode mat is measured in pixels (a screenshot).
+RING_PAGE = next(
+    (page for page in PAGES if (SITE / page).is_file() and "<img" in (SITE / page).read_text()),
+    PAGES[0],
+)
 
 
 @cache
@@ -277,9 +292,34 @@ def axe_desktop(page) -> list[dict]:
 
 
 def axe_phone_chrome(page) -> list[dict]:
-    """The colour rules on what only a phone shows: its header and its menu (opened)."""
+    """Every rule on what only a phone shows: its header and its menu (opened)."""
     chrome = [[selector] for selector in AXE_PHONE_CHROME if page.query_selector(selector)]
-    return run_axe(page, {"include": chrome}, **colour_only()) if chrome else []
+    return run_axe(page, {"include": chrome}) if chrome else []
+
+
+# The elements that scroll, marked for axe: scrollable-region-focusable looks at
+# no others (axe-core's getScroll: content wider or taller than the box, with
+# overflow auto or scroll), and marking them here spares axe the page-wide walk.
+MARK_SCROLLERS = """() => {
+  let count = 0;
+  for (const e of document.body.querySelectorAll("*")) {
+    if (e.scrollWidth <= e.clientWidth && e.scrollHeight <= e.clientHeight) continue;
+    const s = getComputedStyle(e);
+    if (/auto|scroll/.test(s.overflowX + " " + s.overflowY)) {
+      e.dataset.axeScroll = "";
+      count++;
+    }
+  }
+  return count;
+}"""
+
+
+def axe_layout(page) -> list[dict]:
+    """The rules that depend on the layout, on every box that scrolls (formulas and code too)."""
+    if not page.evaluate(MARK_SCROLLERS):
+        return []
+    rules = {"type": "rule", "values": AXE_LAYOUT_RULES}
+    return run_axe(page, {"include": [["[data-axe-scroll]"]]}, runOnly=rules)
 
 
 DARK_MAT = """async (on) => {
@@ -337,14 +377,12 @@ def visit(tab, page: str) -> Facts:
     facts = Facts(tab.page.evaluate(COLLECT))
     facts["status"] = response.status if response else None
     facts["axe"] = axe_desktop(tab.page)
-    if tab.page.query_selector(".highlight"):
-        code_rules = {"type": "rule", "values": AXE_CODE_RULES}
-        facts["axe"] += run_axe(tab.page, AXE_CODE_CONTEXT, runOnly=code_rules)
     # Dark mode: the state of every content image, and how its mat actually renders.
     dark = tab.page.evaluate(DARK_MAT, True)
-    # The mat is one CSS rule for all images: its rendered pixels are measured on the first.
-    elements = tab.page.query_selector_all(".bd-content img")[:1]
-    for image, element in zip(dark["images"][:1], elements, strict=True):
+    # The mat is one CSS rule for all images: its rendered pixels are measured on
+    # the first image of one page (RING_PAGE), its computed style on every image.
+    elements = tab.page.query_selector_all(".bd-content img")[:1] if page == RING_PAGE else []
+    for image, element in zip(dark["images"][: len(elements)], elements, strict=True):
         image["ring"] = ring_luminance(element.screenshot()) if element.is_visible() else None
     facts["dark"] = dark
     tab.page.evaluate(DARK_MAT, False)
@@ -574,10 +612,12 @@ def test_terms_link_to_the_glossary(page_facts):
 def test_figures_stay_readable_in_dark_mode(page_facts):
     """In dark mode each figure sits on an opaque white mat and is not dimmed.
 
-    Criterion: the page background is dark (luminance <= 0.1) while the
-    rendered ring of pixels just inside each content image's box (its padding,
-    filters included) has mean luminance >= 0.85, so the figures' black text
-    keeps a contrast of at least 18:1 against what surrounds it.
+    Criterion: the page background is dark (luminance <= 0.1), every image's
+    computed mat is opaque and light with no filter, and the rendered ring of
+    pixels just inside the box of one image (RING_PAGE's first: the mat is one
+    CSS rule for all) has mean luminance >= 0.85, padding and filters included,
+    so the figures' black text keeps a contrast of at least 18:1 against what
+    surrounds it.
     """
     facts, page = page_facts
     dark = facts.dark
@@ -594,6 +634,8 @@ def test_figures_stay_readable_in_dark_mode(page_facts):
         )
         assert image["filter"] == "none", f"{page}: {name} is dimmed ({image['filter']})"
         assert image["padding"] >= 4, f"{page}: {name} has no padding around it"
+        if page == RING_PAGE and image is dark["images"][0]:
+            assert image.get("ring") is not None, f"{page}: {name}'s mat was not measured"
         if image.get("ring") is not None:
             assert image["ring"] >= 0.85, (
                 f"{page}: {name} renders on a dark edge ({image['ring']:.2f})"
@@ -639,23 +681,76 @@ def test_accessibility(page_facts):
     )
 
 
+# The code's colours are the Pygments stylesheet's, one rule per token class, so
+# the code sample is one span of each token class and the shortest code block of
+# each kind (cell, output, Markdown listing: their backgrounds and plain text), on
+# the fewest chapters that between them use every class the book's code uses.
+TOKEN_CLASS = re.compile(r'<span class="([a-z0-9]+)">')
+CODE_BLOCK = re.compile(r'<div class="highlight"><pre>(.*?)</pre>', re.S)
+
+# Marks the sample of one page for axe (data-axe-sample) and says what it holds.
+MARK_CODE_SAMPLE = """() => {
+  const marked = new Set();
+  const mark = (e) => { e.dataset.axeSample = ""; marked.add(e); };
+  const first = new Map();
+  for (const span of document.querySelectorAll(".bd-article .highlight pre span[class]")) {
+    if (!first.has(span.className)) first.set(span.className, span);
+  }
+  first.forEach(mark);
+  const shortest = new Map();
+  for (const pre of document.querySelectorAll(".bd-article .highlight pre")) {
+    const holder = pre.closest("[class*='highlight-']");
+    const kind = holder ? [...holder.classList].find((c) => c.startsWith("highlight-")) : "";
+    const best = shortest.get(kind);
+    if (!best || pre.textContent.length < best.textContent.length) shortest.set(kind, pre);
+  }
+  shortest.forEach(mark);
+  return {classes: [...first.keys()].sort(), blocks: [...shortest.keys()].sort(),
+          formulas: document.querySelectorAll("mjx-container").length};
+}"""
+AXE_CODE_SAMPLE_CONTEXT = {"include": [["[data-axe-sample]"], ["mjx-container"]]}
+
+
+def code_sample_pages() -> tuple[list[str], set[str]]:
+    """The fewest chapters whose code uses every token class of the book's (greedy)."""
+    classes = {
+        f"{doc}.html": {
+            name
+            for block in CODE_BLOCK.findall(html_of(f"{doc}.html"))
+            for name in TOKEN_CLASS.findall(block)
+        }
+        for doc in DOCUMENTS
+        if doc.startswith("chapters/")
+    }
+    wanted = set().union(*classes.values()) if classes else set()
+    pages, left = [], set(wanted)
+    while left:
+        page = max(classes, key=lambda p: (len(classes[p] & left), -len(html_of(p))))
+        pages.append(page)
+        left -= classes[page]
+    return pages, wanted
+
+
 def test_accessibility_of_code_and_math(tab):
-    """Every axe rule on the code blocks and formulas of the chapter that has the most of them."""
-    chapters = [f"{doc}.html" for doc in DOCUMENTS if doc.startswith("chapters/")]
-    if not chapters:
-        pytest.skip("no chapters yet")
-    sample = max(
-        chapters,
-        key=lambda p: html_of(p).count('class="highlight') + len(STATIC_MATH.findall(html_of(p))),
-    )
-    tab.page.goto(tab.url(sample))
-    tab.page.evaluate(SETTLE)
-    violations = run_axe(tab.page, AXE_SAMPLE_CONTEXT)
-    own, theme, excused = axe_problems(violations)
-    report_axe(f"{sample} (code and math)", violations, own, theme, excused)
-    assert not own + theme, (
-        f"{sample}: serious/critical axe violations in code or math:\n" + "\n".join(own + theme)
-    )
+    """Every axe rule on code and formulas: each token class, each kind of block, all math."""
+    pages, wanted = code_sample_pages()
+    if not pages:
+        pytest.skip("no code in the chapters yet")
+    seen: set[str] = set()
+    for sample in pages:
+        tab.page.goto(tab.url(sample))
+        tab.page.evaluate(SETTLE)
+        marked = tab.page.evaluate(MARK_CODE_SAMPLE)
+        seen |= set(marked["classes"])
+        assert marked["formulas"], f"{sample}: no typeset formulas to check"
+        violations = run_axe(tab.page, AXE_CODE_SAMPLE_CONTEXT)
+        own, theme, excused = axe_problems(violations)
+        report_axe(f"{sample} (code and math)", violations, own, theme, excused)
+        assert not own + theme, (
+            f"{sample}: serious/critical axe violations in code or math:\n"
+            + "\n".join(own + theme)
+        )
+    assert wanted <= seen, f"token classes the sample missed: {sorted(wanted - seen)}"
 
 
 # --- on a phone ------------------------------------------------------------------
@@ -808,9 +903,12 @@ def phone_visit(phone, page: str) -> Facts:
         box.scroll_into_view_if_needed()
         facts["cue"] = edge_luminance(box.screenshot())
         phone.page.evaluate(HIDE_GLYPHS, [index, False])
-    facts["axe"] = run_axe(phone.page, AXE_PAGE_CONTEXT, **all_but_colour())
+    # Before the menu opens: with its drawer open, axe-core takes a second more
+    # per page (the drawer itself gets every rule on PHONE_CHROME_PAGE).
+    facts["axe"] = axe_layout(phone.page)
     facts["menu"] = open_menu(phone)
-    facts["axe"] += axe_phone_chrome(phone.page)
+    if page == PHONE_CHROME_PAGE:
+        facts["axe"] += axe_phone_chrome(phone.page)
     facts["menuTitles"] = phone.page.evaluate(
         """() => [...document.querySelectorAll(".bd-sidebar-primary a")]
           .filter((a) => a.checkVisibility() && a.textContent.trim()
@@ -957,19 +1055,30 @@ def test_next_and_previous_links_follow_the_toc(page_facts):
     assert facts.status == 200
 
 
+#: How many pages the reader's walk clicks through (test_next_and_previous_links_follow_the_toc
+#: checks every page's links; the walk checks that clicking them goes there).
+WALK_HOPS = 4
+
+
 def test_a_reader_walks_the_book_with_next_and_previous(tab):
-    """A reader's walk: "next" clicked from the first page to the last, and "previous"
-    once, with JavaScript off so that no MathJax runs on each hop."""
+    """A reader's walk: "next" clicked from the first page on, WALK_HOPS times, and
+    "previous" once back, then "previous" from the last page, with JavaScript off so
+    that no MathJax runs on each hop."""
     expected = [f"{doc}.html" for doc in DOCUMENTS]
     context = tab.context.browser.new_context(java_script_enabled=False)
     page = context.new_page()
     try:
         page.goto(tab.url(expected[0]))
-        for following in expected[1:]:
+        for following in expected[1 : WALK_HOPS + 1]:
             with page.expect_navigation(wait_until="commit"):
                 page.click("a.right-next")
             assert tab.path_of(page.url) == following
         if len(expected) > 1:
+            here = expected.index(tab.path_of(page.url))
+            with page.expect_navigation(wait_until="commit"):
+                page.click("a.left-prev")
+            assert tab.path_of(page.url) == expected[here - 1]
+            page.goto(tab.url(expected[-1]))
             with page.expect_navigation(wait_until="commit"):
                 page.click("a.left-prev")
             assert tab.path_of(page.url) == expected[-2]
