@@ -39,7 +39,9 @@ OPENING = re.compile(r"[(\[\u2018\u201c'\"]+$")
 #: The longest last word of inline code kept whole before its punctuation: 26
 #: characters of the code font take about 220 px, within the narrowest column of a
 #: 390 px phone (an API entry's, about 270 px).
-#: A longer name stays an inline block (book.css).
+#: A longer name may be wider than its line, so it must be able to break: then the
+#: whole span is one inline block in which the name breaks where it must and the
+#: punctuation follows its last piece (book-glue in book.css).
 KEEP_WORD = 26
 #: Inline elements a box may sit at the end of (a link around inline code).
 WRAPPERS = (nodes.reference, nodes.emphasis, nodes.strong, nodes.inline)
@@ -80,6 +82,8 @@ class KeepPunctuationWithItsBox(SphinxPostTransform):
         words = box.astext().split() if isinstance(box, nodes.literal) else []
         if words and (len(words[-1]) <= KEEP_WORD or re.search(r"[-/\u2010-\u2014]", words[-1])):
             span["classes"].append("book-keep-word")  # fits a phone's line: never breaks
+        elif words and tail:
+            span["classes"].append("book-glue")  # may not fit: breaks, its punctuation with it
         if head:
             text = before.astext()
             parent.replace(before, nodes.Text(text[: head.start()]))

@@ -31,12 +31,6 @@ SLACK = 1.0
 #: The brightest the scroll shadow of a wide display may be in dark mode (0-1).
 DARK_SHADOW_MAX = 0.25
 PUNCTUATION = ".,:;)"
-#: Inline code whose last word is longer than this (a dotted name such as
-#: `torch.nn.functional.scaled_dot_product_attention`) stays an inline block
-#: that may break inside, and Chromium may then start a line with the
-#: punctuation after it: a known limit (_ext/book_build.py's KEEP_WORD, the
-#: same number). Such lines are reported in the run, not failed.
-LONG_NAME = 26
 
 
 # One pass over the page: display widths, lines that start with punctuation,
@@ -113,9 +107,7 @@ READING = """([punctuation, dark]) => {
     if (!other || !other.width) continue;
     if (rect.left + 1 < other.right && rect.top > other.top + 1) {
       const said = (prev.textContent || "").replace(/\\s+/g, " ").trim();
-      const code = prev.nodeType === 1 && !!(prev.matches("code") || prev.querySelector("code"));
       lines.push({after: said.slice(-30), line: node.data.slice(at, at + 30),
-                  code, word: said.split(" ").pop(),
                   section: heading(node)});
     }
   }
@@ -217,10 +209,6 @@ def test_few_displays_scroll_on_a_phone(phone_first):
     )
 
 
-def after_a_long_name(line: dict) -> bool:
-    return bool(line.get("code")) and len(line.get("word", "")) > LONG_NAME
-
-
 def lines_of(lines) -> str:
     return "\n".join(
         f"  {line['section']!r}: ...{line['after']!r} / then a line starts {line['line']!r}"
@@ -228,23 +216,15 @@ def lines_of(lines) -> str:
     )
 
 
-def starting_with_punctuation(facts, page: str, width: str) -> list[dict]:
-    """The offending lines, less those after a long name (printed as the known limit)."""
-    excused = [line for line in facts["lines"] if after_a_long_name(line)]
-    if excused:
-        print(f"{page} at {width}, after a long name (LONG_NAME):\n" + lines_of(excused))
-    return [line for line in facts["lines"] if not after_a_long_name(line)]
-
-
 def test_no_line_starts_with_punctuation_at_1280(desktop):
     facts, page = desktop
-    lines = starting_with_punctuation(facts, page, "1280 px")
+    lines = facts["lines"]
     assert not lines, f"{page}: lines start with punctuation at 1280 px:\n" + lines_of(lines)
 
 
 def test_no_line_starts_with_punctuation_on_a_phone(phone_first):
     facts, page = phone_first
-    lines = starting_with_punctuation(facts, page, "390 px")
+    lines = facts["lines"]
     assert not lines, f"{page}: lines start with punctuation at 390 px:\n" + lines_of(lines)
 
 

@@ -793,7 +793,8 @@ MENU_LINKS = """() => [...document.querySelectorAll("nav.bd-docs-nav a")]
 #   scroll, overflow-x auto) and whether it wears the scroll cue of book.css
 #   (shadows that stay put over covers that scroll with the formula);
 # - each short word of inline code (Sphinx's span.pre) that is split over two
-#   lines, such as `-inf` broken after its minus sign.
+#   lines, such as `-inf` broken after its minus sign (a word with the
+#   punctuation glued to it counts as one).
 PHONE_READING = """() => {
   const figures = [...document.querySelectorAll(".bd-article .cell_output img")]
     .filter((img) => img.checkVisibility()).map((img) => ({
@@ -823,13 +824,18 @@ PHONE_READING = """() => {
       const size = parseFloat(getComputedStyle(word).fontSize);
       const lines = word.getClientRects().length;
       if (lines < 2 && word.getBoundingClientRect().height < 1.9 * size) return false;
-      const probe = word.cloneNode(true);
+      // A long last word travels with its punctuation (span.book-glue,
+      // _ext/book_build.py): the two must fit the line together.
+      const unit = word.closest(".book-glue") || word;
+      const probe = unit.cloneNode(true);
       probe.style.cssText = "position: absolute; visibility: hidden; white-space: nowrap;"
-        + " display: inline-block; max-width: none";
-      word.parentElement.appendChild(probe);
+        + " display: inline-block; max-width: none; width: max-content";
+      for (const inner of probe.querySelectorAll("*")) inner.style.whiteSpace = "nowrap";
+      unit.parentElement.appendChild(probe);
       const natural = probe.getBoundingClientRect().width;
       probe.remove();
-      const block = word.closest("p, li, td, th, dd, dt, h1, h2, h3, h4, h5, h6, div");
+      const block = unit.parentElement
+        .closest("p, li, td, th, dd, dt, h1, h2, h3, h4, h5, h6, div");
       return natural <= block.clientWidth;
     })
     .map((word) => word.textContent);
