@@ -431,31 +431,35 @@ def phone_visit(phone, page: str) -> dict:
     return facts
 
 
-def no_script_visit(browser, server, page: str) -> dict:
+@pytest.fixture(scope="module")
+def no_script(browser, server):
+    """One tab with JavaScript off, for every page's no-script visit on this worker."""
+    context = browser.new_context(
+        java_script_enabled=False, viewport={"width": 1280, "height": 900}
+    )
+    yield context.new_page(), server
+    context.close()
+
+
+def no_script_visit(no_script, page: str) -> dict:
     """Load ``page`` with JavaScript off: what shows of each figure and its static twin."""
     if page in _no_script:
         return _no_script[page]
     if not (SITE / page).is_file():
         pytest.skip(f"{page} is not built")
-    context = browser.new_context(
-        java_script_enabled=False, viewport={"width": 1280, "height": 900}
+    tab, origin = no_script
+    tab.goto(f"{origin}/{page}", wait_until="load")
+    facts = tab.evaluate(
+        """() => [...document.querySelectorAll(".sa-interactive")].map((host) => {
+          const figure = document.getElementById(host.dataset.figure);
+          const img = figure && figure.querySelector("img");
+          return {figure: host.dataset.figure, shown: host.checkVisibility(),
+                  drawn: !!host.querySelector(".sa-widget"),
+                  image: img ? {shown: img.checkVisibility(), alt: img.alt,
+                                loaded: img.complete && img.naturalWidth > 0} : null,
+                  caption: figure ? figure.querySelector("figcaption").innerText : ""};
+        })"""
     )
-    try:
-        tab = context.new_page()
-        tab.goto(f"{server}/{page}", wait_until="load")
-        facts = tab.evaluate(
-            """() => [...document.querySelectorAll(".sa-interactive")].map((host) => {
-              const figure = document.getElementById(host.dataset.figure);
-              const img = figure && figure.querySelector("img");
-              return {figure: host.dataset.figure, shown: host.checkVisibility(),
-                      drawn: !!host.querySelector(".sa-widget"),
-                      image: img ? {shown: img.checkVisibility(), alt: img.alt,
-                                    loaded: img.complete && img.naturalWidth > 0} : null,
-                      caption: figure ? figure.querySelector("figcaption").innerText : ""};
-            })"""
-        )
-    finally:
-        context.close()
     _no_script[page] = facts
     return facts
 
@@ -639,8 +643,8 @@ def test_in_print_only_the_static_figure_shows(page, tab):
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[f"no-script:{page}" for page in PAGES])
-def test_without_javascript_the_static_figure_shows(page, browser, server):
-    for figure in no_script_visit(browser, server, page):
+def test_without_javascript_the_static_figure_shows(page, no_script):
+    for figure in no_script_visit(no_script, page):
         assert not figure["shown"] and not figure["drawn"], f"{page}: {figure}"
         image = figure["image"]
         assert image and image["shown"] and image["loaded"], f"{page}: {figure}"
@@ -692,13 +696,23 @@ INDUCTION = "chapters/15_induction_heads.html"
 SMALLEST_TARGET = 24  # CSS px, WCAG 2.2 (2.5.8)
 
 
-@pytest.mark.parametrize("page", [HEADS_PAGE, INDUCTION])
-def test_a_heads_figure_fits_the_viewport(page, tab, phone):
-    """At 1280x800 the whole figure is on screen at once; at 390x844 its picker,
-    every row of tokens and its status line are (the title and help may scroll
-    away). Chapter 15's was 912 px tall at 1280x800 and 1067 px at 390."""
+# Each check of a desktop visit and of a phone visit is a test of its own, with the
+# id of its viewport, so it runs on the worker that holds that visit (conftest.py).
+FITTING = [HEADS_PAGE, INDUCTION]
+
+
+@pytest.mark.parametrize("page", FITTING)
+def test_a_heads_figure_fits_the_viewport(page, tab):
+    """At 1280x800 the whole figure is on screen at once. Chapter 15's was 912 px
+    tall at 1280x800."""
     for host in visit(tab, page)["fit"]:
         assert host["height"] <= host["viewport"], f"{page} at 1280x800: {host}"
+
+
+@pytest.mark.parametrize("page", FITTING, ids=[f"phone:{page}" for page in FITTING])
+def test_a_heads_figure_fits_a_phone(page, phone):
+    """At 390x844 its picker, every row of tokens and its status line are on screen
+    at once (the title and help may scroll away). Chapter 15's was 1067 px tall."""
     for host in phone_visit(phone, page)["fit"]:
         assert host["span"] <= host["viewport"], f"{page} at 390x844: {host}"
 
@@ -727,19 +741,28 @@ def test_all_heads_at_once_in_colour_and_each_on_its_own_scale(page, tab):
     assert f"{min(weights):.2f} (thinnest) to {max(weights):.2f} (thickest)" in marks["legend"]
 
 
+def small_targets(targets: list[dict]) -> list[dict]:
+    return [
+        t
+        for t in targets
+        if t["width"] < SMALLEST_TARGET - 0.01 or t["height"] < SMALLEST_TARGET - 0.01
+    ]
+
+
 @pytest.mark.parametrize("page", PAGES)
-def test_every_control_is_a_24px_target(page, tab, phone):
-    for where, targets in (
-        ("1280", visit(tab, page)["targets"]),
-        ("390", phone_visit(phone, page)["targets"]),
-    ):
-        assert targets, f"{page}: no controls found"
-        small = [
-            t
-            for t in targets
-            if t["width"] < SMALLEST_TARGET - 0.01 or t["height"] < SMALLEST_TARGET - 0.01
-        ]
-        assert not small, f"{page} at {where} px: targets under 24x24 px: {small}"
+def test_every_control_is_a_24px_target(page, tab):
+    targets = visit(tab, page)["targets"]
+    assert targets, f"{page}: no controls found"
+    small = small_targets(targets)
+    assert not small, f"{page} at 1280 px: targets under 24x24 px: {small}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[f"phone:{page}" for page in PAGES])
+def test_every_control_is_a_24px_target_on_a_phone(page, phone):
+    targets = phone_visit(phone, page)["targets"]
+    assert targets, f"{page}: no controls found"
+    small = small_targets(targets)
+    assert not small, f"{page} at 390 px: targets under 24x24 px: {small}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[f"phone:{page}" for page in PAGES])
