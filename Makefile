@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
-# pytest-xdist workers for the unit tests, the notebooks and the browser tests
+# pytest-xdist workers for the unit tests (work-stealing: a few slow tests would
+# otherwise leave one core idle at the end), the notebooks and the browser tests
 # (CI's machines have two cores; WORKERS=0 runs everything in one process).
 WORKERS ?= 2
 XDIST := -n $(WORKERS)
@@ -62,7 +63,7 @@ pre-commit-install: $(STAMP) ## Install the pre-commit hooks into .git/hooks
 	$(BIN)/pre-commit install
 
 test-unit: $(STAMP) ## Unit, property and notebook-hygiene tests, and every docstring example
-	$(BIN)/pytest $(XDIST) --doctest-modules tests src --ignore=tests/browser --ignore=tests/rendered
+	$(BIN)/pytest $(XDIST) --dist worksteal --doctest-modules tests src --ignore=tests/browser --ignore=tests/rendered
 
 test-notebooks: $(STAMP) ## Re-execute every chapter with nbval and compare outputs
 	$(BIN)/pytest $(NBVAL) $(XDIST) --dist loadfile chapters

@@ -377,6 +377,8 @@ def visit(tab, page: str) -> Facts:
     facts = Facts(tab.page.evaluate(COLLECT))
     facts["status"] = response.status if response else None
     facts["axe"] = axe_desktop(tab.page)
+    if page in code_sample():
+        facts["code_sample"] = axe_code_sample(tab.page)
     # Dark mode: the state of every content image, and how its mat actually renders.
     dark = tab.page.evaluate(DARK_MAT, True)
     # The mat is one CSS rule for all images: its rendered pixels are measured on
@@ -711,8 +713,10 @@ MARK_CODE_SAMPLE = """() => {
 AXE_CODE_SAMPLE_CONTEXT = {"include": [["[data-axe-sample]"], ["mjx-container"]]}
 
 
-def code_sample_pages() -> tuple[list[str], set[str]]:
-    """The fewest chapters whose code uses every token class of the book's (greedy)."""
+@cache
+def code_sample() -> dict[str, frozenset[str]]:
+    """The fewest chapters whose code uses every token class of the book's (greedy),
+    each with the classes it was chosen for."""
     classes = {
         f"{doc}.html": {
             name
@@ -720,37 +724,39 @@ def code_sample_pages() -> tuple[list[str], set[str]]:
             for name in TOKEN_CLASS.findall(block)
         }
         for doc in DOCUMENTS
-        if doc.startswith("chapters/")
+        if doc.startswith("chapters/") and (SITE / f"{doc}.html").is_file()
     }
-    wanted = set().union(*classes.values()) if classes else set()
-    pages, left = [], set(wanted)
+    chosen: dict[str, frozenset[str]] = {}
+    left = set().union(*classes.values()) if classes else set()
     while left:
         page = max(classes, key=lambda p: (len(classes[p] & left), -len(html_of(p))))
-        pages.append(page)
+        chosen[page] = frozenset(classes[page] & left)
         left -= classes[page]
-    return pages, wanted
+    return chosen
 
 
-def test_accessibility_of_code_and_math(tab):
-    """Every axe rule on code and formulas: each token class, each kind of block, all math."""
-    pages, wanted = code_sample_pages()
-    if not pages:
-        pytest.skip("no code in the chapters yet")
-    seen: set[str] = set()
-    for sample in pages:
-        tab.page.goto(tab.url(sample))
-        tab.page.evaluate(SETTLE)
-        marked = tab.page.evaluate(MARK_CODE_SAMPLE)
-        seen |= set(marked["classes"])
-        assert marked["formulas"], f"{sample}: no typeset formulas to check"
-        violations = run_axe(tab.page, AXE_CODE_SAMPLE_CONTEXT)
-        own, theme, excused = axe_problems(violations)
-        report_axe(f"{sample} (code and math)", violations, own, theme, excused)
-        assert not own + theme, (
-            f"{sample}: serious/critical axe violations in code or math:\n"
-            + "\n".join(own + theme)
-        )
-    assert wanted <= seen, f"token classes the sample missed: {sorted(wanted - seen)}"
+def axe_code_sample(page) -> dict:
+    """Every axe rule on the page's code sample (MARK_CODE_SAMPLE) and its formulas."""
+    marked = page.evaluate(MARK_CODE_SAMPLE)
+    marked["axe"] = run_axe(page, AXE_CODE_SAMPLE_CONTEXT)
+    return marked
+
+
+def test_accessibility_of_code_and_math(page_facts):
+    """Every axe rule on code and formulas: each token class, each kind of block, all math,
+    on the chapters of code_sample() (read on their visit)."""
+    facts, page = page_facts
+    if page not in code_sample():
+        pytest.skip("not one of the chapters whose code and math are checked")
+    sample = facts.code_sample
+    assert sample["formulas"], f"{page}: no typeset formulas to check"
+    missing = code_sample()[page] - set(sample["classes"])
+    assert not missing, f"{page}: token classes in its HTML the sample missed: {sorted(missing)}"
+    own, theme, excused = axe_problems(sample["axe"])
+    report_axe(f"{page} (code and math)", sample["axe"], own, theme, excused)
+    assert not own + theme, (
+        f"{page}: serious/critical axe violations in code or math:\n" + "\n".join(own + theme)
+    )
 
 
 # --- on a phone ------------------------------------------------------------------
