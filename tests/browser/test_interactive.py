@@ -280,9 +280,10 @@ def keyboard_and_mouse(tab, index: int, host: dict, pressed: list) -> list[tuple
     """
     page = tab.page
     root = page.locator(".sa-interactive").nth(index).locator(".sa-widget")
+    widget = root.element_handle()  # read through one handle: no query per read
 
     def read():
-        return root.evaluate(READ)
+        return widget.evaluate(READ)
 
     steps = [("start", read())]
     if host["kind"] == "softmax":
