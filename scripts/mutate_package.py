@@ -4,11 +4,11 @@
     python scripts/mutate_package.py masks            # one target
     python scripts/mutate_package.py kernels --max-children 1
 
-Each target gets its own folder, ``_build/mutmut/<target>/``, holding links to
+Each target gets its own folder, ``.mutmut/<target>/``, holding links to
 ``src/``, ``tests/`` and ``pyproject.toml`` and a ``setup.cfg`` with the
 target's mutmut configuration (which files to mutate, which unit tests to run);
 mutmut copies them into ``mutants/`` there and never touches the working
-tree. The results stay in that folder (``cd _build/mutmut/masks && mutmut
+tree. The results stay in that folder (``cd .mutmut/masks && mutmut
 results``, ``mutmut show NAME``); this script prints the counts per target.
 The measured scores are in docs/mutation-score.md, the equivalent mutants in
 tests/mutations/EQUIVALENT.md. A measurement, not a test: ``make
@@ -27,7 +27,8 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-WORK = ROOT / "_build" / "mutmut"
+# Outside _build, which make test-book deletes: a run takes tens of minutes.
+WORK = ROOT / ".mutmut"
 MUTMUT = pathlib.Path(sys.executable).parent / "mutmut"
 
 #: target: (files to mutate, the fastest unit tests that exercise them)
@@ -66,7 +67,7 @@ TARGETS = {
 
 
 def configure(target: str) -> pathlib.Path:
-    """``_build/mutmut/<target>/``: links to the checkout and this target's setup.cfg."""
+    """``.mutmut/<target>/``: links to the checkout and this target's setup.cfg."""
     files, tests = TARGETS[target]
     folder = WORK / target
     folder.mkdir(parents=True, exist_ok=True)
