@@ -52,6 +52,7 @@ TARGETS = {
             "tests/test_bad_inputs.py",
             "tests/test_layers_contract.py",
             "tests/test_paged_cache.py",
+            "tests/test_paged_contract.py",
             "tests/test_windows.py",
             "tests/test_part2_package.py",
             "tests/test_properties.py",
