@@ -140,3 +140,56 @@ def test_reserve_false_needs_the_positions_already_reserved():
         [seq],
         reserve=False,
     )
+
+
+def test_nan_in_x_is_named_before_anything_is_projected():
+    cache, seq = pool()
+    x = torch.zeros(1, 1, D_MODEL)
+    x[0, 0, 3] = float("nan")
+    refuses(ValueError, r"^x contains NaN", layer(), x, cache, [seq])
+
+
+@pytest.mark.parametrize(("projection", "what"), [("k_proj", "keys"), ("v_proj", "values")])
+def test_keys_or_values_that_overflow_are_named(projection, what):
+    """Finite inputs whose keys or values overflow float32: the message says which, and why."""
+    attention = layer()
+    with torch.no_grad():
+        getattr(attention, projection).weight.fill_(1e30)
+    cache, seq = pool()
+    refuses(
+        ValueError,
+        rf"^the attention's {what} overflows torch\.float32 although x are finite",
+        attention,
+        torch.full((1, 1, D_MODEL), 1e20),
+        cache,
+        [seq],
+    )
+
+
+def test_a_parameter_that_is_not_finite_is_named():
+    attention = layer()
+    with torch.no_grad():
+        attention.k_proj.weight[0, 0] = float("inf")
+    cache, seq = pool()
+    refuses(
+        ValueError,
+        r"^the module's parameter k_proj\.weight \(shape \(8, 8\)\) holds NaN or inf, "
+        r"so the attention's keys",
+        attention,
+        torch.ones(1, 1, D_MODEL),
+        cache,
+        [seq],
+    )
+
+
+def test_an_output_that_overflows_is_named_and_its_positions_stay():
+    """The output is computed after the write (read through the tables), as documented."""
+    attention = layer()
+    with torch.no_grad():
+        attention.out_proj.weight.fill_(3e38)  # the sum over d_model overflows
+    cache, seq = pool()
+    with pytest.raises(
+        ValueError, match=r"^the attention's output overflows torch\.float32 although x are finite"
+    ):
+        paged_forward(attention, torch.ones(1, 1, D_MODEL), cache, [seq])
+    assert cache.length(seq) == 1
