@@ -742,28 +742,24 @@ def test_all_heads_at_once_in_colour_and_each_on_its_own_scale(page, tab):
     assert f"{min(weights):.2f} (thinnest) to {max(weights):.2f} (thickest)" in marks["legend"]
 
 
-def small_targets(targets: list[dict]) -> list[dict]:
-    return [
+def assert_targets_are_24px(targets: list[dict], page: str, width: str) -> None:
+    assert targets, f"{page}: no controls found"
+    small = [
         t
         for t in targets
         if t["width"] < SMALLEST_TARGET - 0.01 or t["height"] < SMALLEST_TARGET - 0.01
     ]
+    assert not small, f"{page} at {width} px: targets under 24x24 px: {small}"
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_control_is_a_24px_target(page, tab):
-    targets = visit(tab, page)["targets"]
-    assert targets, f"{page}: no controls found"
-    small = small_targets(targets)
-    assert not small, f"{page} at 1280 px: targets under 24x24 px: {small}"
+    assert_targets_are_24px(visit(tab, page)["targets"], page, "1280")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[f"phone:{page}" for page in PAGES])
 def test_every_control_is_a_24px_target_on_a_phone(page, phone):
-    targets = phone_visit(phone, page)["targets"]
-    assert targets, f"{page}: no controls found"
-    small = small_targets(targets)
-    assert not small, f"{page} at 390 px: targets under 24x24 px: {small}"
+    assert_targets_are_24px(phone_visit(phone, page)["targets"], page, "390")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[f"phone:{page}" for page in PAGES])
