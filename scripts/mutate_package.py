@@ -62,7 +62,11 @@ TARGETS = {
     ),
     "kernels": (
         ["src/selfattention/kernels/*"],
-        ["tests/test_kernels.py", "tests/test_flash_backward.py", "tests/test_kernels_contract.py"],
+        [
+            "tests/test_kernels.py",
+            "tests/test_flash_backward.py",
+            "tests/test_kernels_contract.py",
+        ],
     ),
 }
 
