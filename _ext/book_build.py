@@ -224,16 +224,14 @@ def lighten_pngs(outdir: Path) -> None:
     for png in (outdir / "_images").glob("*.png"):
         with Image.open(png) as image:
             image.load()
-            if image.mode == "P" or image.info.get("book_build"):
+            if image.mode == "P":  # a palette already (an earlier build)
                 continue
             rgba = image.convert("RGBA")
             dpi = image.info.get("dpi")
         before = png.stat().st_size
-        colours = rgba.getcolors(256)
-        if colours is not None:
-            palette = rgba.quantize(len(colours), method=Image.Quantize.FASTOCTREE, dither=0)
-        else:
-            palette = rgba.quantize(256, method=Image.Quantize.FASTOCTREE, dither=0)
+        colours = rgba.getcolors(256)  # None: more than 256, quantised to 256
+        count = 256 if colours is None else len(colours)
+        palette = rgba.quantize(count, method=Image.Quantize.FASTOCTREE, dither=0)
         out = png.with_suffix(".tmp.png")
         options = {"optimize": True}
         if dpi:

@@ -42,7 +42,6 @@ FIGURES = {
     "chapters/15_induction_heads.html": {"fig-induction-heads": "heads"},
 }
 PAGES = list(FIGURES)
-DESKTOP = {"width": 1280, "height": 900}  # the desktop tab's viewport (conftest.py)
 BUDGET_BYTES = 300_000
 TOLERANCE = 1e-9  # the stored numbers have 10 decimals (4 for chapter 9's weights)
 
@@ -355,8 +354,7 @@ def visit(tab, page: str) -> dict:
     """
     if page in _desktop:
         return _desktop[page]
-    global DESKTOP
-    DESKTOP = tab.page.viewport_size
+    viewport = tab.page.viewport_size  # put back after the laptop-sized check
     if not (SITE / page).is_file():
         pytest.skip(f"{page} is not built")
     if site_visit is not None:
@@ -376,7 +374,7 @@ def visit(tab, page: str) -> dict:
     ]
     tab.page.set_viewport_size({"width": 1280, "height": 800})  # the review's laptop
     facts["fit"] = tab.page.evaluate(FIT)
-    tab.page.set_viewport_size(DESKTOP)
+    tab.page.set_viewport_size(viewport)
     tab.page.emulate_media(media="print")
     facts["print"] = tab.page.evaluate(PRINT)
     tab.page.emulate_media(media="screen")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 from book_site import SETTLE
-from test_site import PAGES
+from test_site import PAGES, css_rgb
 from test_site import phone_visit as site_phone_visit
 from test_site import visit as site_visit
 
@@ -248,9 +248,8 @@ def test_first_visit_is_light_and_stays_on_this_machine(phone_first):
 
 def rgba(value: str) -> tuple[float, float, float, float]:
     """'rgb(1, 2, 3)' or 'rgba(1, 2, 3, 0.5)' -> (r, g, b, alpha), r g b in 0-1."""
-    numbers = [float(x) for x in value[value.index("(") + 1 : -1].replace("/", ",").split(",")]
-    r, g, b = (x / 255 for x in numbers[:3])
-    return r, g, b, numbers[3] if len(numbers) > 3 else 1.0
+    *channels, alpha = css_rgb(value)
+    return (*(channel / 255 for channel in channels), alpha)
 
 
 def test_dark_mode_has_no_light_frames_or_blobs(phone_first):

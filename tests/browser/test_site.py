@@ -104,16 +104,17 @@ DOCUMENTS = toc_documents()
 PAGES = [f"{doc}.html" for doc in DOCUMENTS] + SPECIAL_PAGES
 #: The page on which every axe rule runs on a phone's own header and opened menu.
 PHONE_CHROME_PAGE = next((f"{d}.html" for d in DOCUMENTS if d.startswith("chapters/")), PAGES[0])
-#: The page whose first figure's dark-mode mat is measured in pixels (a screenshot).
-RING_PAGE = next(
-    (page for page in PAGES if (SITE / page).is_file() and "<img" in (SITE / page).read_text()),
-    PAGES[0],
-)
 
 
 @cache
 def html_of(page: str) -> str:
     return (SITE / page).read_text(encoding="utf-8")
+
+
+#: The page whose first figure's dark-mode mat is measured in pixels (a screenshot).
+RING_PAGE = next(
+    (page for page in PAGES if (SITE / page).is_file() and "<img" in html_of(page)), PAGES[0]
+)
 
 
 @cache
