@@ -784,29 +784,33 @@ def test_jupyterlab_shows_one_line_where_the_figure_is(browser):
     the same line on every chapter: the live figure is on the website, and its title."""
     from selfattention.book.interactive import NOTE
 
+    outputs = []  # (notebook, the output's HTML, its text/plain)
+    for page in FIGURES:
+        notebook = ROOT / page.replace(".html", ".ipynb")
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        for cell in cells:
+            for output in cell.get("outputs", []):
+                html = "".join(output.get("data", {}).get("text/html", ""))
+                if "sa-interactive" in html:
+                    outputs.append((notebook.name, html, "".join(output["data"]["text/plain"])))
+    assert len(outputs) == sum(len(figures) for figures in FIGURES.values())
     tab = browser.new_page()
     try:
-        for page in FIGURES:
-            notebook = ROOT / page.replace(".html", ".ipynb")
-            cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-            for cell in cells:
-                for output in cell.get("outputs", []):
-                    html = "".join(output.get("data", {}).get("text/html", ""))
-                    if "sa-interactive" not in html:
-                        continue
-                    tab.set_content(html, wait_until="load")
-                    shown = tab.evaluate(
-                        """() => ({
-                          note: document.querySelector(".sa-elsewhere").checkVisibility(),
-                          text: document.body.innerText.trim(),
-                          host: document.querySelector(".sa-interactive").checkVisibility()})"""
-                    )
-                    assert shown["note"] and not shown["host"], f"{notebook.name}: {shown}"
-                    data = json.loads(
-                        html.split('<script type="application/json">')[1].split("</script>")[0]
-                    )
-                    assert shown["text"].split() == f"{NOTE} {data['title']}.".split(), shown
-                    plain = "".join(output["data"]["text/plain"])
-                    assert plain.split() == shown["text"].split(), plain
+        # every output in one document, each in its own box, as Lab shows them
+        tab.set_content(
+            "".join(f'<div class="output">{html}</div>' for _, html, _ in outputs),
+            wait_until="load",
+        )
+        shown = tab.evaluate(
+            """() => [...document.querySelectorAll("div.output")].map((box) => ({
+              note: box.querySelector(".sa-elsewhere").checkVisibility(),
+              text: box.innerText.trim(),
+              host: box.querySelector(".sa-interactive").checkVisibility()}))"""
+        )
     finally:
         tab.close()
+    for (name, html, plain), seen in zip(outputs, shown, strict=True):
+        assert seen["note"] and not seen["host"], f"{name}: {seen}"
+        data = json.loads(html.split('<script type="application/json">')[1].split("</script>")[0])
+        assert seen["text"].split() == f"{NOTE} {data['title']}.".split(), seen
+        assert plain.split() == seen["text"].split(), plain

@@ -15,6 +15,7 @@ import io
 import json
 import re
 from functools import cache
+from html.parser import HTMLParser
 
 import pytest
 import yaml
@@ -45,8 +46,13 @@ STATIC_MATH = re.compile(r'class="math notranslate nohighlight"')
 # DOM and lays out a grid of it, 0.3-2 s here) on top of its rules, so each page
 # gets as few runs as its checks need:
 # - at 1280 px, every rule on everything but its code blocks and MathJax's output
-#   (most of a chapter's DOM, and the slow part of a run); on the API page, the
-#   colour rules on the first entry of each section only (AXE_REPEATED_ENTRIES);
+#   (most of a chapter's DOM, and the slow part of a run), but the colour rules
+#   (AXE_COLOUR_RULES, most of a run's time) only on the pages of colour_pages():
+#   the fewest pages that between them hold every pairing of a text element's
+#   class with an ancestor's class, every inline style and every kind of
+#   interactive figure that the book's pages hold (one stylesheet serves them
+#   all); on the API page, the colour rules on the first entry of each section
+#   only (AXE_REPEATED_ENTRIES);
 # - at 390 px, the rules whose answer depends on the layout (AXE_LAYOUT_RULES:
 #   code blocks, formulas and tables scroll sideways on a phone, not at 1280 px),
 #   on every box that scrolls, formulas and code included (MARK_SCROLLERS).
@@ -283,13 +289,81 @@ def all_but_colour() -> dict:
     return {"rules": {rule: {"enabled": False} for rule in AXE_COLOUR_RULES}}
 
 
-def axe_desktop(page) -> list[dict]:
-    """Every rule on the page; on a page of repeated API entries, colour on a sample."""
+def axe_desktop(page, colour: bool = True) -> list[dict]:
+    """Every rule on the page (the colour rules only if `colour`); on a page of
+    repeated API entries, colour on a sample."""
+    if not colour:
+        return run_axe(page, AXE_PAGE_CONTEXT, **all_but_colour())
     if not page.query_selector(AXE_REPEATED_ENTRIES):
         return run_axe(page, AXE_PAGE_CONTEXT)
     return run_axe(page, AXE_PAGE_CONTEXT, **all_but_colour()) + run_axe(
         page, AXE_COLOUR_CONTEXT, **colour_only()
     )
+
+
+class _StyleKeys(HTMLParser):
+    """What decides the colours of a page's text, read from its HTML: for each
+    element with text of its own (code and math aside: code_sample() covers
+    them), its tag and class paired with each class of its ancestors; every
+    inline style that paints (colour, background, opacity, filter); and the kind
+    of each interactive figure (drawn by script)."""
+
+    VOID = frozenset("area base br col embed hr img input link meta source track wbr".split())
+    SKIP = frozenset({"highlight", "math"})
+    PAINT = frozenset("color background background-color background-image opacity filter".split())
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[tuple[str, tuple[str, ...]]] = []
+        self.keys: set[tuple[str, ...]] = set()
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        classes = tuple((attributes.get("class") or "").split())
+        painted = [
+            declaration.strip()
+            for declaration in (attributes.get("style") or "").split(";")
+            if declaration.split(":")[0].strip() in self.PAINT
+        ]
+        if painted:
+            self.keys.add(("style", *painted))
+        if "sa-interactive" in classes:
+            self.keys.add(("figure", attributes.get("data-kind") or ""))
+        if tag not in self.VOID:
+            self.stack.append((tag, classes))
+
+    def handle_endtag(self, tag):
+        while self.stack and self.stack.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data):
+        if not data.strip() or not self.stack:
+            return
+        if any(t in ("script", "style") or self.SKIP & set(c) for t, c in self.stack):
+            return
+        tag, classes = self.stack[-1]
+        around = {name for _, names in self.stack[:-1] for name in names}
+        for name in classes or ("",):
+            self.keys.update((tag, name, other) for other in around)
+
+
+@cache
+def colour_pages() -> frozenset[str]:
+    """The fewest pages (greedy) that between them hold every key of _StyleKeys
+    that any page holds: the pages that get axe-core's colour rules at 1280 px."""
+    keys = {}
+    for page in PAGES:
+        if (SITE / page).is_file():
+            parser = _StyleKeys()
+            parser.feed(html_of(page))
+            keys[page] = parser.keys
+    left = set().union(*keys.values()) if keys else set()
+    chosen = set()
+    while left:
+        page = max(keys, key=lambda p: (len(keys[p] & left), -PAGES.index(p)))
+        chosen.add(page)
+        left -= keys[page]
+    return frozenset(chosen)
 
 
 def axe_phone_chrome(page) -> list[dict]:
@@ -377,7 +451,7 @@ def visit(tab, page: str) -> Facts:
     tab.page.evaluate(SETTLE)
     facts = Facts(tab.page.evaluate(COLLECT))
     facts["status"] = response.status if response else None
-    facts["axe"] = axe_desktop(tab.page)
+    facts["axe"] = axe_desktop(tab.page, colour=page in colour_pages())
     if page in code_sample():
         facts["code_sample"] = axe_code_sample(tab.page)
     # Dark mode: the state of every content image, and how its mat actually renders.
@@ -670,6 +744,32 @@ def report_axe(name, violations, own, theme, excused):
         if violation["impact"] not in ("serious", "critical"):
             minor[violation["id"]] = minor.get(violation["id"], 0) + len(violation["nodes"])
     AXE_REPORT[name] = {"own": own, "theme": theme, "excused": excused, "minor": minor}
+
+
+def test_colour_pages_hold_every_style_of_the_book():
+    """colour_pages() leaves out no page whose text could be styled differently."""
+    chosen = colour_pages()
+    held = set()
+    for page in chosen:
+        parser = _StyleKeys()
+        parser.feed(html_of(page))
+        held |= parser.keys
+    for page in PAGES:
+        parser = _StyleKeys()
+        parser.feed(html_of(page))
+        assert parser.keys <= held, f"{page}: {sorted(parser.keys - held)[:3]} on no colour page"
+    assert len(chosen) < len(PAGES)  # the point of choosing
+    sample = _StyleKeys()
+    sample.feed(
+        '<div class="note"><p>Text <span style="width: 3px; color: red">red</span></p>'
+        '<div class="sa-interactive" data-kind="heads"></div><pre class="highlight">x</pre></div>'
+    )
+    assert sample.keys == {
+        ("style", "color: red"),
+        ("figure", "heads"),
+        ("p", "", "note"),
+        ("span", "", "note"),
+    }
 
 
 def test_accessibility(page_facts):
