@@ -274,6 +274,8 @@ def environment(scratch: pathlib.Path) -> dict[str, str]:
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env.setdefault(name, "1")
     env.setdefault("MPLBACKEND", "Agg")
+    # Property tests draw the same examples on every run (tests/conftest.py).
+    env["HYPOTHESIS_PROFILE"] = "mutate"
     env.pop("JUPYTER_PLATFORM_DIRS", None)
     return env
 

@@ -11,6 +11,9 @@ torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2 or 1))
 settings.register_profile(
     "book", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+# scripts/mutate.py's: the same examples on every run, so that a property test
+# named as a mutation's catcher gives the same verdict every time.
+settings.register_profile("mutate", settings.get_profile("book"), derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "book"))
 
 

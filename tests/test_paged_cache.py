@@ -189,10 +189,10 @@ def test_fork_and_copy_on_write_leave_the_parent_unchanged(prompt):
     parent_k, parent_v = cache.keys_values(parent)
     assert torch.equal(parent_k, key) and torch.equal(parent_v, value)  # the parent is unchanged
     assert cache.block_table(parent) == table
-    child_k, _ = cache.keys_values(child)
-    assert torch.equal(child_k[:, :prompt], key) and torch.equal(
-        child_k[:, prompt:], torch.ones(1, 2, 3, dtype=F64)
-    )
+    child_k, child_v = cache.keys_values(child)
+    for got, want in ((child_k, key), (child_v, value)):  # the copied block's keys and values
+        assert torch.equal(got[:, :prompt], want)
+        assert torch.equal(got[:, prompt:], torch.ones(1, 2, 3, dtype=F64))
     full = prompt // 4
     assert cache.block_table(child)[:full] == table[:full]  # full blocks stay shared
     if prompt % 4:  # the partly filled block was copied, exactly once

@@ -19,7 +19,9 @@ MUTATIONS = [
         "file": CACHE,
         "old": "        self.value[target] = self.value[source]\n",
         "new": "",
-        "caught_by": [NB, f"{TESTS}::TestAllocatorMachine"],
+        # Not the stateful TestAllocatorMachine: its random programs found this
+        # in most runs, but not in every one.
+        "caught_by": [NB, f"{TESTS}::test_fork_and_copy_on_write_leave_the_parent_unchanged"],
     },
     {
         "id": "fork-resets-refcount",
