@@ -174,3 +174,109 @@ def test_multi_head_dropout_drops_the_given_fraction():
 def test_check_model_input_names_other_ranks():
     with pytest.raises(ValueError, match=r"^x must have shape 4-D, got \(2, 3\)$"):
         check_model_input(torch.zeros(2, 3), "x", 3, ranks=(4,))
+
+
+# --- CacheConfig (chapter 14's cache sizes) -------------------------------------
+
+_CACHE_FIELDS = (
+    "num_layers",
+    "num_kv_heads",
+    "head_dim",
+    "window",
+    "num_local_layers",
+    "latent_dim",
+    "rope_dim",
+)
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {"num_layers": 4, "num_kv_heads": 2, "head_dim": 8, "window": 16, "num_local_layers": 3},
+        {"num_layers": 4, "num_kv_heads": 2, "head_dim": 8, "latent_dim": 32, "rope_dim": 4},
+    ],
+)
+def test_cache_config_stores_numpy_sizes_as_python_ints(sizes):
+    import numpy as np
+
+    from selfattention.layers.cache_sizes import CacheConfig
+
+    config = CacheConfig(**{name: np.int64(value) for name, value in sizes.items()})
+    for name in _CACHE_FIELDS:
+        stored = getattr(config, name)
+        if name in sizes:
+            assert type(stored) is int and stored == sizes[name], (name, type(stored))
+    assert set(vars(config)) == set(_CACHE_FIELDS)  # no stray attributes
+
+
+@pytest.mark.parametrize(
+    "name", ["num_layers", "num_kv_heads", "head_dim", "window", "latent_dim"]
+)
+def test_cache_config_names_the_size_that_is_not_positive(name):
+    from selfattention.layers.cache_sizes import CacheConfig
+
+    sizes = {"num_layers": 2, "num_kv_heads": 2, "head_dim": 8, name: 0}
+    with pytest.raises(ValueError, match=rf"^{name} must be positive, got 0$"):
+        CacheConfig(**sizes)
+
+
+def test_cache_config_messages_for_element_size_and_a_lone_rope_dim():
+    from selfattention.layers.cache_sizes import CacheConfig
+
+    with pytest.raises(ValueError, match=r"^element_size must be positive, got 0$"):
+        CacheConfig(1, 1, 2).cache_bytes(3, 0)
+    with pytest.raises(
+        ValueError,
+        match=r"^rope_dim=4 is the decoupled rotary key of latent attention and needs latent_dim$",
+    ):
+        CacheConfig(1, 1, 2, rope_dim=4)
+
+
+# --- rotary position embeddings (chapter 13) ------------------------------------
+
+
+def test_rotary_frequencies_take_any_positive_base_and_the_dtype_asked_for():
+    from selfattention.layers.rotary import rotary_frequencies
+
+    theta = rotary_frequencies(4, base=0.5)  # a base below 1 is unusual, not wrong
+    torch.testing.assert_close(
+        theta, torch.tensor([1.0, 2**0.5], dtype=torch.float64), rtol=1e-15, atol=0
+    )
+    assert rotary_frequencies(8, dtype=torch.float32).dtype == torch.float32
+
+
+def test_rotary_positions_per_batch_row_for_a_rank_3_input():
+    from selfattention.layers.rotary import rotary_embedding
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 4, dtype=torch.float64)  # (B, T, d_k)
+    positions = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])  # (B, T)
+    rotated = rotary_embedding(x, positions)
+    for row in range(2):
+        assert torch.equal(rotated[row], rotary_embedding(x[row], positions[row]))
+
+
+def test_rotary_messages_say_what_came_and_what_to_do():
+    from selfattention.layers.rotary import rotary_embedding
+
+    x = torch.zeros(2, 5, 4)
+    with pytest.raises(
+        ValueError,
+        match=r"^positions must have shape \(T,\) = \(5,\) or \(B, T\) = \(2, 5\) "
+        r"for x of shape \(2, 5, 4\), got \(3, 5\)$",
+    ):
+        rotary_embedding(x, torch.zeros(3, 5, dtype=torch.long))
+    with pytest.raises(
+        TypeError,
+        match=r"^positions must be a torch.Tensor of integers, got list; "
+        r"use torch.as_tensor\(positions\)$",
+    ):
+        rotary_embedding(x, [0, 1, 2, 3, 4])
+    with pytest.raises(
+        TypeError, match=r"got Tensor of shape \(5,\) and dtype torch.bool on cpu$"
+    ):
+        rotary_embedding(x, torch.zeros(5, dtype=torch.bool))
+    with pytest.raises(
+        ValueError, match=r"last axis d_k \(pairs of features\), got shape \(2, 5, 3\)$"
+    ):
+        rotary_embedding(torch.zeros(2, 5, 3))
