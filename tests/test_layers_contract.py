@@ -280,3 +280,28 @@ def test_rotary_messages_say_what_came_and_what_to_do():
         ValueError, match=r"last axis d_k \(pairs of features\), got shape \(2, 5, 3\)$"
     ):
         rotary_embedding(torch.zeros(2, 5, 3))
+
+
+# --- KVCache's refusals (chapter 14) ---------------------------------------------
+
+
+def test_kv_cache_refusals_name_the_tensor_and_the_cache():
+    f64 = torch.float64
+    cache = KVCache()
+    with pytest.raises(
+        TypeError, match=r"^key must be a floating-point tensor, got dtype torch.int64 "
+    ):
+        cache.append(torch.zeros(1, 1, 2, 3, dtype=torch.long), torch.zeros(1, 1, 2, 3))
+    with pytest.raises(
+        ValueError,
+        match=r"^value must have shape \(B, num_kv_heads, T, head_dim\), got \(1, 2, 3\)$",
+    ):
+        cache.append(torch.zeros(1, 1, 2, 3), torch.zeros(1, 2, 3))
+    cache.append(torch.zeros(1, 1, 2, 3, dtype=f64), torch.zeros(1, 1, 2, 3, dtype=f64))
+    with pytest.raises(ValueError, match=r"^value of shape \(1, 1, 2, 4\) does not fit the cache"):
+        cache.append(torch.zeros(1, 1, 2, 3, dtype=f64), torch.zeros(1, 1, 2, 4, dtype=f64))
+    with pytest.raises(
+        TypeError, match=r"^key has dtype torch.float32, the cache torch.float64; "
+    ):
+        cache.append(torch.zeros(1, 1, 2, 3), torch.zeros(1, 1, 2, 3))
+    assert len(cache) == 2  # every refusal left the cache as it was
