@@ -305,3 +305,48 @@ def test_kv_cache_refusals_name_the_tensor_and_the_cache():
     ):
         cache.append(torch.zeros(1, 1, 2, 3), torch.zeros(1, 1, 2, 3))
     assert len(cache) == 2  # every refusal left the cache as it was
+
+
+# --- fused_attention (chapters 9 and 10) ------------------------------------------
+
+_FUSED_REFUSAL = (
+    r"^fused_attention takes a module without rope or window: "
+    r"F\.scaled_dot_product_attention would leave them out$"
+)
+
+
+@pytest.mark.parametrize("option", [{"rope": True}, {"window": 2}])
+def test_fused_attention_refuses_rope_and_windows_by_name(option):
+    from selfattention.layers.attention_torch import fused_attention
+
+    layer = MultiHeadAttention(8, 2, **option)
+    with pytest.raises(ValueError, match=_FUSED_REFUSAL):
+        fused_attention(layer, torch.zeros(1, 3, 8))
+
+
+def test_fused_attention_takes_any_module_with_the_four_projections():
+    """A module without `rope` or `window` attributes at all is one with neither."""
+    from selfattention.layers.attention_torch import fused_attention
+
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(8, 2).eval()
+    bare = nn.Module()
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        setattr(bare, name, getattr(layer, name))
+    bare.num_heads, bare.num_kv_heads = 2, 2
+    x = torch.randn(1, 3, 8)  # (B, T, d_model)
+    with torch.no_grad():
+        assert torch.equal(fused_attention(bare, x), fused_attention(layer, x))
+
+
+def test_fused_attention_uses_the_value_it_is_given():
+    from selfattention.layers.attention_torch import fused_attention
+
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(8, 2).eval()
+    query, key, value = torch.randn(3, 1, 4, 8).unbind(0)  # each (B, T, d_model)
+    with torch.no_grad():
+        given = fused_attention(layer, query, key, value)
+        ours, _ = layer(query, key, value)
+        assert not torch.allclose(given, fused_attention(layer, query, key, key))
+    torch.testing.assert_close(given, ours, atol=1e-6, rtol=1e-5)
