@@ -350,3 +350,17 @@ def test_fused_attention_uses_the_value_it_is_given():
         ours, _ = layer(query, key, value)
         assert not torch.allclose(given, fused_attention(layer, query, key, key))
     torch.testing.assert_close(given, ours, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_latent_attention_gives_every_projection_the_bias_asked_for(bias):
+    layer = MultiHeadLatentAttention(16, 2, latent_dim=8, rope_dim=4, bias=bias)
+    linears = dict(layer.named_modules())
+    names = ["kv_down", "k_up", "v_up", "q_proj", "q_rope", "k_rope", "out_proj"]
+    assert all(isinstance(linears[name], nn.Linear) for name in names)
+    assert {name: linears[name].bias is not None for name in names} == dict.fromkeys(names, bias)
+
+
+def test_latent_attention_without_rope_has_no_rotary_projections():
+    layer = MultiHeadLatentAttention(16, 2, latent_dim=8)
+    assert layer.q_rope is None and layer.k_rope is None
