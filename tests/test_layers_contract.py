@@ -364,3 +364,60 @@ def test_latent_attention_gives_every_projection_the_bias_asked_for(bias):
 def test_latent_attention_without_rope_has_no_rotary_projections():
     layer = MultiHeadLatentAttention(16, 2, latent_dim=8)
     assert layer.q_rope is None and layer.k_rope is None
+
+
+# --- chunked_attention and peak_tensor_bytes (chapter 12) ---------------------------
+
+
+def test_chunked_attention_names_the_tensor_it_refuses():
+    from selfattention.layers.chunked import chunked_attention
+
+    good = torch.zeros(1, 2, 4, dtype=torch.float64)  # (B, T, d)
+    whole = torch.zeros(1, 2, 4, dtype=torch.long)
+    for position, name in ((1, "key"), (2, "value")):
+        args = [good, good, good]
+        args[position] = whole
+        with pytest.raises(TypeError, match=rf"^{name} must be a floating-point tensor"):
+            chunked_attention(*args)
+        args[position] = torch.full((1, 2, 4), float("nan"), dtype=torch.float64)
+        with pytest.raises(ValueError, match=rf"^{name} contains NaN"):
+            chunked_attention(*args)
+
+
+def test_chunked_attention_overflow_message_states_the_scale():
+    from selfattention.layers.chunked import chunked_attention
+
+    big = torch.full((1, 2, 4), 1e200, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"key \(1, 2, 4\), scale 1e\+200\); rescale the inputs"):
+        chunked_attention(big, big, torch.zeros(1, 2, 4, dtype=torch.float64), scale=1e200)
+
+
+def test_peak_tensor_bytes_passes_keyword_arguments_on():
+    from selfattention.layers.chunked import peak_tensor_bytes
+
+    def make(x, scale=1.0):
+        return x * scale if scale == 1.0 else torch.ones(100, dtype=torch.float64)
+
+    x = torch.zeros(1, 2, 4, dtype=torch.float64)
+    assert peak_tensor_bytes(make, x) == 64  # x * 1.0: 8 float64 numbers
+    assert peak_tensor_bytes(make, x, scale=2.0) == 800  # the keyword reached `make`
+
+
+def test_chunked_attention_with_no_queries_while_recording_gradients():
+    from selfattention.layers.chunked import chunked_attention
+
+    query = torch.zeros(1, 0, 4, dtype=torch.float64, requires_grad=True)  # (B, T_q = 0, d)
+    key = torch.zeros(1, 3, 4, dtype=torch.float64)
+    assert chunked_attention(query, key, key).shape == (1, 0, 4)
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 4])
+def test_chunked_attention_causal_for_every_small_block(block_size):
+    """A tile whose last key is one past its first query needs the mask (block_size=2)."""
+    from selfattention.layers.chunked import chunked_attention
+
+    torch.manual_seed(0)
+    query, key, value = torch.randn(3, 2, 7, 4, dtype=torch.float64).unbind(0)  # (B, T, d)
+    want = torch.nn.functional.scaled_dot_product_attention(query, key, value, is_causal=True)
+    got = chunked_attention(query, key, value, causal=True, block_size=block_size)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
