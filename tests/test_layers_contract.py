@@ -4,18 +4,27 @@ Each test fails on mutants that survived the layers' own tests
 (docs/mutation-score.md): MultiHeadAttention.from_torch keeps the module's
 dropout and dtype and says why it refuses a module; KVCache's repr and reset;
 permute_rotary_rows refuses zero rows; MultiHeadLatentAttention's cache
-checks name what is wrong. Public behaviour only, so refactors keep them.
+checks name what is wrong; CacheConfig's normalised sizes and messages;
+rotary's base, dtype, per-row positions and messages; KVCache's and
+fused_attention's refusals; the latent attention's biases; chunked_attention's
+refusals, empty queries and causal mask at every small block size. Public
+behaviour only, so refactors keep them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from selfattention import KVCache, MultiHeadAttention, MultiHeadLatentAttention, SelfAttention
-from selfattention.layers.attention_torch import check_model_input
-from selfattention.layers.rotary import permute_rotary_rows
+from selfattention.layers.attention_torch import check_model_input, fused_attention
+from selfattention.layers.cache_sizes import CacheConfig
+from selfattention.layers.chunked import chunked_attention, peak_tensor_bytes
+from selfattention.layers.rotary import permute_rotary_rows, rotary_embedding, rotary_frequencies
 
 
 def test_from_torch_keeps_the_modules_dropout():
@@ -178,16 +187,6 @@ def test_check_model_input_names_other_ranks():
 
 # --- CacheConfig (chapter 14's cache sizes) -------------------------------------
 
-_CACHE_FIELDS = (
-    "num_layers",
-    "num_kv_heads",
-    "head_dim",
-    "window",
-    "num_local_layers",
-    "latent_dim",
-    "rope_dim",
-)
-
 
 @pytest.mark.parametrize(
     "sizes",
@@ -197,32 +196,24 @@ _CACHE_FIELDS = (
     ],
 )
 def test_cache_config_stores_numpy_sizes_as_python_ints(sizes):
-    import numpy as np
-
-    from selfattention.layers.cache_sizes import CacheConfig
-
     config = CacheConfig(**{name: np.int64(value) for name, value in sizes.items()})
-    for name in _CACHE_FIELDS:
+    for name, size in sizes.items():
         stored = getattr(config, name)
-        if name in sizes:
-            assert type(stored) is int and stored == sizes[name], (name, type(stored))
-    assert set(vars(config)) == set(_CACHE_FIELDS)  # no stray attributes
+        assert type(stored) is int and stored == size, (name, type(stored))
+    fields = {field.name for field in dataclasses.fields(config)}
+    assert set(vars(config)) == fields  # no stray attributes
 
 
 @pytest.mark.parametrize(
     "name", ["num_layers", "num_kv_heads", "head_dim", "window", "latent_dim"]
 )
 def test_cache_config_names_the_size_that_is_not_positive(name):
-    from selfattention.layers.cache_sizes import CacheConfig
-
     sizes = {"num_layers": 2, "num_kv_heads": 2, "head_dim": 8, name: 0}
     with pytest.raises(ValueError, match=rf"^{name} must be positive, got 0$"):
         CacheConfig(**sizes)
 
 
 def test_cache_config_messages_for_element_size_and_a_lone_rope_dim():
-    from selfattention.layers.cache_sizes import CacheConfig
-
     with pytest.raises(ValueError, match=r"^element_size must be positive, got 0$"):
         CacheConfig(1, 1, 2).cache_bytes(3, 0)
     with pytest.raises(
@@ -236,8 +227,6 @@ def test_cache_config_messages_for_element_size_and_a_lone_rope_dim():
 
 
 def test_rotary_frequencies_take_any_positive_base_and_the_dtype_asked_for():
-    from selfattention.layers.rotary import rotary_frequencies
-
     theta = rotary_frequencies(4, base=0.5)  # a base below 1 is unusual, not wrong
     torch.testing.assert_close(
         theta, torch.tensor([1.0, 2**0.5], dtype=torch.float64), rtol=1e-15, atol=0
@@ -246,8 +235,6 @@ def test_rotary_frequencies_take_any_positive_base_and_the_dtype_asked_for():
 
 
 def test_rotary_positions_per_batch_row_for_a_rank_3_input():
-    from selfattention.layers.rotary import rotary_embedding
-
     torch.manual_seed(0)
     x = torch.randn(2, 5, 4, dtype=torch.float64)  # (B, T, d_k)
     positions = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])  # (B, T)
@@ -257,8 +244,6 @@ def test_rotary_positions_per_batch_row_for_a_rank_3_input():
 
 
 def test_rotary_messages_say_what_came_and_what_to_do():
-    from selfattention.layers.rotary import rotary_embedding
-
     x = torch.zeros(2, 5, 4)
     with pytest.raises(
         ValueError,
@@ -317,8 +302,6 @@ _FUSED_REFUSAL = (
 
 @pytest.mark.parametrize("option", [{"rope": True}, {"window": 2}])
 def test_fused_attention_refuses_rope_and_windows_by_name(option):
-    from selfattention.layers.attention_torch import fused_attention
-
     layer = MultiHeadAttention(8, 2, **option)
     with pytest.raises(ValueError, match=_FUSED_REFUSAL):
         fused_attention(layer, torch.zeros(1, 3, 8))
@@ -326,8 +309,6 @@ def test_fused_attention_refuses_rope_and_windows_by_name(option):
 
 def test_fused_attention_takes_any_module_with_the_four_projections():
     """A module without `rope` or `window` attributes at all is one with neither."""
-    from selfattention.layers.attention_torch import fused_attention
-
     torch.manual_seed(0)
     layer = MultiHeadAttention(8, 2).eval()
     bare = nn.Module()
@@ -340,8 +321,6 @@ def test_fused_attention_takes_any_module_with_the_four_projections():
 
 
 def test_fused_attention_uses_the_value_it_is_given():
-    from selfattention.layers.attention_torch import fused_attention
-
     torch.manual_seed(0)
     layer = MultiHeadAttention(8, 2).eval()
     query, key, value = torch.randn(3, 1, 4, 8).unbind(0)  # each (B, T, d_model)
@@ -370,8 +349,6 @@ def test_latent_attention_without_rope_has_no_rotary_projections():
 
 
 def test_chunked_attention_names_the_tensor_it_refuses():
-    from selfattention.layers.chunked import chunked_attention
-
     good = torch.zeros(1, 2, 4, dtype=torch.float64)  # (B, T, d)
     whole = torch.zeros(1, 2, 4, dtype=torch.long)
     for position, name in ((1, "key"), (2, "value")):
@@ -385,16 +362,12 @@ def test_chunked_attention_names_the_tensor_it_refuses():
 
 
 def test_chunked_attention_overflow_message_states_the_scale():
-    from selfattention.layers.chunked import chunked_attention
-
     big = torch.full((1, 2, 4), 1e200, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"key \(1, 2, 4\), scale 1e\+200\); rescale the inputs"):
         chunked_attention(big, big, torch.zeros(1, 2, 4, dtype=torch.float64), scale=1e200)
 
 
 def test_peak_tensor_bytes_passes_keyword_arguments_on():
-    from selfattention.layers.chunked import peak_tensor_bytes
-
     def make(x, scale=1.0):
         return x * scale if scale == 1.0 else torch.ones(100, dtype=torch.float64)
 
@@ -404,8 +377,6 @@ def test_peak_tensor_bytes_passes_keyword_arguments_on():
 
 
 def test_chunked_attention_with_no_queries_while_recording_gradients():
-    from selfattention.layers.chunked import chunked_attention
-
     query = torch.zeros(1, 0, 4, dtype=torch.float64, requires_grad=True)  # (B, T_q = 0, d)
     key = torch.zeros(1, 3, 4, dtype=torch.float64)
     assert chunked_attention(query, key, key).shape == (1, 0, 4)
@@ -414,8 +385,6 @@ def test_chunked_attention_with_no_queries_while_recording_gradients():
 @pytest.mark.parametrize("block_size", [1, 2, 3, 4])
 def test_chunked_attention_causal_for_every_small_block(block_size):
     """A tile whose last key is one past its first query needs the mask (block_size=2)."""
-    from selfattention.layers.chunked import chunked_attention
-
     torch.manual_seed(0)
     query, key, value = torch.randn(3, 2, 7, 4, dtype=torch.float64).unbind(0)  # (B, T, d)
     want = torch.nn.functional.scaled_dot_product_attention(query, key, value, is_causal=True)

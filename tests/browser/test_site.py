@@ -49,8 +49,8 @@ STATIC_MATH = re.compile(r'class="math notranslate nohighlight"')
 #   (most of a chapter's DOM, and the slow part of a run), but the colour rules
 #   (AXE_COLOUR_RULES, most of a run's time) only on the pages of colour_pages():
 #   the fewest pages that between them hold every pairing of a text element's
-#   class with an ancestor's class, every inline style and every kind of
-#   interactive figure that the book's pages hold (one stylesheet serves them
+#   class with an ancestor's class, every inline style that paints and every
+#   kind of interactive figure that the book's pages hold (one stylesheet serves them
 #   all); on the API page, the colour rules on the first entry of each section
 #   only (AXE_REPEATED_ENTRIES);
 # - at 390 px, the rules whose answer depends on the layout (AXE_LAYOUT_RULES:
@@ -348,15 +348,18 @@ class _StyleKeys(HTMLParser):
 
 
 @cache
+def style_keys(page: str) -> frozenset[tuple[str, ...]]:
+    """The _StyleKeys of one built page."""
+    parser = _StyleKeys()
+    parser.feed(html_of(page))
+    return frozenset(parser.keys)
+
+
+@cache
 def colour_pages() -> frozenset[str]:
     """The fewest pages (greedy) that between them hold every key of _StyleKeys
     that any page holds: the pages that get axe-core's colour rules at 1280 px."""
-    keys = {}
-    for page in PAGES:
-        if (SITE / page).is_file():
-            parser = _StyleKeys()
-            parser.feed(html_of(page))
-            keys[page] = parser.keys
+    keys = {page: style_keys(page) for page in PAGES if (SITE / page).is_file()}
     left = set().union(*keys.values()) if keys else set()
     chosen = set()
     while left:
@@ -749,15 +752,10 @@ def report_axe(name, violations, own, theme, excused):
 def test_colour_pages_hold_every_style_of_the_book():
     """colour_pages() leaves out no page whose text could be styled differently."""
     chosen = colour_pages()
-    held = set()
-    for page in chosen:
-        parser = _StyleKeys()
-        parser.feed(html_of(page))
-        held |= parser.keys
+    held = set().union(*(style_keys(page) for page in chosen))
     for page in PAGES:
-        parser = _StyleKeys()
-        parser.feed(html_of(page))
-        assert parser.keys <= held, f"{page}: {sorted(parser.keys - held)[:3]} on no colour page"
+        missing = style_keys(page) - held
+        assert not missing, f"{page}: {sorted(missing)[:3]} on no colour page"
     assert len(chosen) < len(PAGES)  # the point of choosing
     sample = _StyleKeys()
     sample.feed(
