@@ -3,6 +3,8 @@
     python scripts/mutate_package.py                  # every target below
     python scripts/mutate_package.py masks            # one target
     python scripts/mutate_package.py kernels --max-children 1
+    python scripts/mutate_package.py layers --folder layers-heads \
+        --names 'selfattention.layers.multi_head*'
 
 Each target gets its own folder, ``.mutmut/<target>/``, holding links to
 ``src/``, ``tests/`` and ``pyproject.toml`` and a ``setup.cfg`` with the
@@ -71,10 +73,10 @@ TARGETS = {
 }
 
 
-def configure(target: str) -> pathlib.Path:
-    """``.mutmut/<target>/``: links to the checkout and this target's setup.cfg."""
+def configure(target: str, folder_name: str | None = None) -> pathlib.Path:
+    """``.mutmut/<folder_name or target>/``: links to the checkout and this target's setup.cfg."""
     files, tests = TARGETS[target]
-    folder = WORK / target
+    folder = WORK / (folder_name or target)
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("src", "tests", "pyproject.toml"):
         link = folder / name
@@ -121,7 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="stop each target after this long; what was checked by then is kept and counted",
     )
+    parser.add_argument(
+        "--folder",
+        default=None,
+        help="work in .mutmut/FOLDER instead of .mutmut/<target> (one target only), so that"
+        " two runs over the same target, say for different --names, do not share results",
+    )
     args = parser.parse_args(argv)
+    if args.folder and len(args.targets) != 1:
+        parser.error("--folder needs exactly one target")
     unknown = sorted(set(args.targets) - set(TARGETS))
     if unknown:
         parser.error(f"unknown targets {unknown}; choose from {list(TARGETS)}")
@@ -130,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     # from one run to the next (a random draw once hid a chunked_attention mutant).
     env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1", HYPOTHESIS_PROFILE="mutate")
     for target in args.targets or list(TARGETS):
-        folder = configure(target)
+        folder = configure(target, args.folder)
         start = time.perf_counter()
         command = [str(MUTMUT), "run", "--max-children", str(args.max_children), *args.names]
         process = subprocess.Popen(command, cwd=folder, env=env, start_new_session=True)
