@@ -55,6 +55,8 @@ TARGETS = {
             "tests/test_layers_contract.py",
             "tests/test_paged_cache.py",
             "tests/test_paged_contract.py",
+            "tests/test_paged_cache_contract.py",
+            "tests/test_multi_head_contract.py",
             "tests/test_windows.py",
             "tests/test_part2_package.py",
             "tests/test_properties.py",
