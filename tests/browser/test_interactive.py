@@ -27,10 +27,11 @@ import re
 import pytest
 from book_site import ROOT, SETTLE, SITE
 
-try:  # one load per page for the whole run: test_site.py's cache of visited pages
+try:  # one load per page and viewport for the whole run: test_site.py's visits
+    from test_site import phone_visit as site_phone_visit
     from test_site import visit as site_visit
 except ImportError:  # pragma: no cover - test_site.py changed; load the pages here
-    site_visit = None
+    site_visit = site_phone_visit = None
 
 #: Each chapter's interactive figures: the page, and the static figures they accompany.
 FIGURES = {
@@ -394,13 +395,22 @@ def visit(tab, page: str) -> dict:
 def phone_visit(phone, page: str) -> dict:
     """Load ``page`` once on the phone: a tap on each figure, and the widths before and after.
 
-    (test_site.py runs axe-core's layout rules on every page at this size.)
+    The page is test_site.py's phone load of it (that module runs axe-core's
+    layout rules on every page at this size), which ends with the menu open:
+    it is closed and the page scrolled back to the top, where a reader starts.
     """
     if page in _phone:
         return _phone[page]
     if not (SITE / page).is_file():
         pytest.skip(f"{page} is not built")
-    load(phone, page)
+    if site_phone_visit is not None:
+        site_phone_visit(phone, page)
+    if phone.path_of(phone.page.url) == page:
+        phone.page.keyboard.press("Escape")  # the theme's menu is a modal dialog
+        phone.page.wait_for_function("() => !document.querySelector('dialog[open]')")
+        phone.page.evaluate("window.scrollTo({top: 0, behavior: 'instant'})")
+    else:
+        load(phone, page)
     facts = {"overflow": [phone.page.evaluate(OVERFLOW)], "taps": []}
     for index, host in enumerate(phone.page.evaluate(HOSTS)):
         root = phone.page.locator(".sa-interactive").nth(index).locator(".sa-widget")

@@ -124,12 +124,18 @@ CLICK_REACHES = """async (prefix) => {
   const id = decodeURIComponent(link.getAttribute("href").slice(1));
   link.scrollIntoView();
   link.click();
-  await new Promise((resolve) => setTimeout(resolve, 1500));
-  const target = document.getElementById(id);
-  const view = document.querySelector(".jp-WindowedPanel-outer, .jp-Notebook")
-    .getBoundingClientRect();
-  const box = target.getBoundingClientRect();
-  return {id, onScreen: box.bottom > view.top && box.top < view.bottom};
+  const onScreen = () => {
+    const target = document.getElementById(id);
+    const view = document.querySelector(".jp-WindowedPanel-outer, .jp-Notebook")
+      .getBoundingClientRect();
+    const box = target.getBoundingClientRect();
+    return box.bottom > view.top && box.top < view.bottom;
+  };
+  // Up to 1.5 s for the jump (and any smooth scroll) to bring the target in.
+  for (let waited = 0; waited < 1500 && !onScreen(); waited += 50) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {id, onScreen: onScreen()};
 }"""
 
 RAW_ROLE = re.compile(r"\{[a-z]+(?::[a-z]+)?\}`|<selfattention\.[\w.]+>")

@@ -72,7 +72,17 @@ AXE_LAYOUT_RULES = ["scrollable-region-focusable"]
 # markup under the same stylesheet as the first of each section.
 AXE_COLOUR_RULES = ["color-contrast", "link-in-text-block"]
 AXE_REPEATED_ENTRIES = "dl.py ~ dl.py"
-AXE_COLOUR_CONTEXT = {"exclude": [*AXE_PAGE_CONTEXT["exclude"], [AXE_REPEATED_ENTRIES]]}
+# Takes the elements matching a selector out of the page, each replaced by an
+# empty comment, until window.__saRestorePruned() puts them back.
+PRUNE = """(selector) => {
+  const pruned = [...document.querySelectorAll(selector)].map((element) => {
+    const mark = document.createComment("");
+    element.replaceWith(mark);
+    return [mark, element];
+  });
+  window.__saRestorePruned = () => pruned.forEach(([mark, element]) => mark.replaceWith(element));
+  return pruned.length;
+}"""
 AXE_PHONE_CHROME = [".bd-header", ".bd-sidebar-primary"]
 
 # Serious/critical axe violations that do not come from the book's own writing
@@ -296,9 +306,15 @@ def axe_desktop(page, colour: bool = True) -> list[dict]:
         return run_axe(page, AXE_PAGE_CONTEXT, **all_but_colour())
     if not page.query_selector(AXE_REPEATED_ENTRIES):
         return run_axe(page, AXE_PAGE_CONTEXT)
-    return run_axe(page, AXE_PAGE_CONTEXT, **all_but_colour()) + run_axe(
-        page, AXE_COLOUR_CONTEXT, **colour_only()
-    )
+    everything_else = run_axe(page, AXE_PAGE_CONTEXT, **all_but_colour())
+    # Excluded from the context, the repeated entries still cost axe its reading
+    # of them (6.5 s of colour rules); taken out of the page, they cost nothing
+    # (3.3 s). Taking out siblings changes no colour the rules read.
+    page.evaluate(PRUNE, AXE_REPEATED_ENTRIES)
+    try:
+        return everything_else + run_axe(page, AXE_PAGE_CONTEXT, **colour_only())
+    finally:
+        page.evaluate("() => window.__saRestorePruned()")
 
 
 class _StyleKeys(HTMLParser):
