@@ -57,6 +57,7 @@ TARGETS = {
             "tests/test_paged_contract.py",
             "tests/test_paged_cache_contract.py",
             "tests/test_multi_head_contract.py",
+            "tests/test_chunked_memory_contract.py",
             "tests/test_windows.py",
             "tests/test_part2_package.py",
             "tests/test_properties.py",
