@@ -45,6 +45,24 @@ SETTLE = """async () => {
   };
 }"""
 
+# Takes the elements matching a selector out of the page, each replaced by an
+# empty comment, until RESTORE puts the last ones taken back (prunes nest).
+# With a second selector, `keep`, an element that matches it, lies inside one
+# or holds one stays.
+PRUNE = """(argument) => {
+  const [selector, keep] = Array.isArray(argument) ? argument : [argument, null];
+  const stays = (e) => keep && (e.closest(keep) || e.querySelector(keep));
+  const chosen = [...document.querySelectorAll(selector)].filter((e) => !stays(e));
+  const pruned = chosen.map((element) => {
+    const mark = document.createComment("");
+    element.replaceWith(mark);
+    return [mark, element];
+  });
+  (window.__saPruned = window.__saPruned || []).push(pruned);
+  return pruned.length;
+}"""
+RESTORE = "() => window.__saPruned.pop().forEach(([mark, element]) => mark.replaceWith(element))"
+
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 - the signature is http.server's
