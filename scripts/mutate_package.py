@@ -15,14 +15,28 @@ results``, ``mutmut show NAME``); this script prints the counts per target.
 The measured scores are in docs/mutation-score.md, the equivalent mutants in
 tests/mutations/EQUIVALENT.md. A measurement, not a test: ``make
 mutate-package``.
+
+    python scripts/mutate_package.py kernels --replay   # re-check the survivors
+
+``--replay`` takes each mutant that mutmut reported as surviving in the
+target's folder, makes its change as a plain edit in a scratch copy of
+``src/`` (``.mutmut/replay/``), and runs the tests listed for its function in
+REPLAY_TESTS (or the target's tests) against that copy. mutmut's verdicts on
+``kernels/`` are not to be trusted by themselves: the kernels' build check
+runs in a subprocess (tests/compile_kernels.py), whose calls mutmut does not
+trace, and some edits that fail the tests when made by hand were reported as
+surviving. A replayed mutant that the tests catch is a false survivor.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import os
 import pathlib
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -76,6 +90,30 @@ TARGETS = {
 }
 
 
+# --replay: the tests each function's survivors are run against, by target. The
+# build check compiles the kernels for sm_90 and sm_80 with _default_blocks,
+# _launch_options and _precision (tests/compile_kernels.py, in a subprocess).
+_KERNEL_BUILD = ["tests/test_kernels.py", "-k", "builds or fits"]
+_KERNEL_FILES = ["tests/test_kernels.py", "tests/test_kernels_contract.py"]
+_KERNEL_RUNS = [*_KERNEL_FILES, "-k", "not builds and not fits"]
+REPLAY_TESTS = {
+    "kernels": {
+        "_default_blocks": _KERNEL_BUILD,
+        "_launch_options": _KERNEL_BUILD,
+        "_precision": _KERNEL_BUILD,
+        "_backward": ["tests/test_flash_backward.py", "tests/test_kernels_contract.py"],
+        "_forward_with_lse": [
+            *_KERNEL_FILES,
+            "tests/test_flash_backward.py",
+            "-k",
+            "not builds and not fits",
+        ],
+        "_check_inputs_finite": _KERNEL_RUNS,
+        "_interpreter_needed": _KERNEL_RUNS,
+    },
+}
+
+
 def configure(target: str, folder_name: str | None = None) -> pathlib.Path:
     """``.mutmut/<folder_name or target>/``: links to the checkout and this target's setup.cfg."""
     files, tests = TARGETS[target]
@@ -111,6 +149,63 @@ def counts(folder: pathlib.Path) -> collections.Counter:
     return statuses
 
 
+def plain_edit(folder: pathlib.Path, name: str) -> tuple[str, str, str]:
+    """(file, old, new) of mutant ``name``: its hunk from ``mutmut show``, context included."""
+    shown = subprocess.run(
+        [str(MUTMUT), "show", name], cwd=folder, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    path = next(line[4:].strip() for line in shown if line.startswith("--- "))
+    hunk = shown[next(i for i, line in enumerate(shown) if line.startswith("@@")) + 1 :]
+    old = "".join(line[1:] + "\n" for line in hunk if line[:1] in (" ", "-"))
+    new = "".join(line[1:] + "\n" for line in hunk if line[:1] in (" ", "+"))
+    return path, old, new
+
+
+def replay_one(target: str, name: str, edit: tuple[str, str, str]) -> str:
+    """Make one survivor's change in a scratch src/ and run its tests: the verdict."""
+    path, old, new = edit
+    function = re.search(r"\.x_?(\w+?)__mutmut_\d+$", name.replace("ǁ", "."))
+    tests = REPLAY_TESTS.get(target, {}).get(function.group(1) if function else "", None)
+    scratch = WORK / "replay" / name.rsplit(".", 1)[-1]
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(ROOT / "src", scratch / "src")
+    source = (scratch / path).read_text()
+    if source.count(old) != 1:
+        return f"not applied ({source.count(old)} matches of its hunk)"
+    (scratch / path).write_text(source.replace(old, new))
+    env = dict(os.environ, PYTHONPATH=str(scratch / "src"), OMP_NUM_THREADS="1")
+    # Triton's cache is keyed by each kernel's source and options: safe to share.
+    env["TRITON_CACHE_DIR"] = str(WORK / "replay" / "triton-cache")
+    options = ["-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:nbval", "-q", "-x"]
+    pytest = str(pathlib.Path(sys.executable).parent / "pytest")
+    done = subprocess.run(
+        [pytest, *options, *(tests or TARGETS[target][1])],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    shutil.rmtree(scratch, ignore_errors=True)
+    last = next((line for line in reversed(done.stdout.splitlines()) if line.strip()), "")
+    failed = f"error (pytest exit {done.returncode})"
+    verdict = {0: "survived", 1: "caught"}.get(done.returncode, failed)
+    return f"{verdict}: {last}"
+
+
+def replay(target: str, folder: pathlib.Path, workers: int) -> collections.Counter:
+    """Replay every survivor of ``folder`` as a plain edit; print each verdict; count them."""
+    listed = subprocess.run(
+        [str(MUTMUT), "results"], cwd=folder, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    names = [line.split(":")[0].strip() for line in listed if line.endswith(": survived")]
+    edits = {name: plain_edit(folder, name) for name in names}
+    verdicts: collections.Counter = collections.Counter()
+    with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
+        jobs = {name: pool.submit(replay_one, target, name, edits[name]) for name in names}
+        for name, job in jobs.items():
+            verdict = job.result()
+            verdicts[verdict.split(":")[0].split(" (")[0]] += 1
+            print(f"{name}: {verdict}", flush=True)
+    return verdicts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -132,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         help="work in .mutmut/FOLDER instead of .mutmut/<target> (one target only), so that"
         " two runs over the same target, say for different --names, do not share results",
     )
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="re-check the survivors of the last run as plain edits (see above); runs no mutmut",
+    )
     args = parser.parse_args(argv)
     if args.folder and len(args.targets) != 1:
         parser.error("--folder needs exactly one target")
@@ -145,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     for target in args.targets or list(TARGETS):
         folder = configure(target, args.folder)
         start = time.perf_counter()
+        if args.replay:
+            verdicts = replay(target, folder, args.max_children)
+            print(f"{target}: {sum(verdicts.values())} survivors replayed as plain edits:"
+                  f" {dict(verdicts)}; {time.perf_counter() - start:.0f} s")  # fmt: skip
+            continue
         command = [str(MUTMUT), "run", "--max-children", str(args.max_children), *args.names]
         process = subprocess.Popen(command, cwd=folder, env=env, start_new_session=True)
         try:

@@ -292,6 +292,16 @@ def test_no_keys_gives_zeros_and_no_queries_an_empty_output():
     assert flash_attention(q, k, v, causal=True).shape == (1, 2, 0, 4)
 
 
+def test_one_query_with_one_value_feature_is_attended_like_any_other():
+    # The output has one element here: the no-work shortcut for empty outputs
+    # must not take it for empty (`numel() == 1` survived mutmut as a plain edit).
+    q, k, v = make(1, 1, 1, 1, 5, 4, 1, seed=3)
+    v = v + 1.0  # an average of values near 1 is far from the shortcut's 0
+    got = flash_attention(q, k, v)
+    assert got.shape == (1, 1, 1, 1) and got.item() > 0.5
+    torch.testing.assert_close(got, sdpa(q, k, v), atol=ATOL, rtol=0)
+
+
 def test_large_scores_do_not_overflow():
     q, k, v = make(1, 1, 1, 33, 33, 16, 16)
     got = flash_attention(q * 30, k * 30, v, causal=True, block_m=16, block_n=16)
