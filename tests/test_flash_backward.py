@@ -168,6 +168,24 @@ def test_empty_sizes_give_zero_gradients():
     assert not leaves[1].grad.any() and not leaves[2].grad.any()
 
 
+def test_a_float64_default_dtype_changes_neither_the_output_nor_the_gradients():
+    # The kernels' buffers take the inputs' dtype (or float32 for L and D), not
+    # torch's default: a reader who runs torch.set_default_dtype(torch.float64),
+    # as gradient checks often do, still gets float32 results, bit for bit.
+    q, k, v, d_out = make(1, 2, 2, 20, 20, 16, 16, seed=4)
+    expected_out, expected_grads = kernel_grads(q, k, v, d_out, True, block_m=16, block_n=16)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        out, grads = kernel_grads(q, k, v, d_out, True, block_m=16, block_n=16)
+    finally:
+        torch.set_default_dtype(previous)
+    assert out.dtype == torch.float32 and all(g.dtype == torch.float32 for g in grads)
+    torch.testing.assert_close(out, expected_out, atol=0, rtol=0)
+    for grad, expected in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected, atol=0, rtol=0)
+
+
 def test_the_backward_skips_the_blocks_the_mask_hides():
     # Causal, 64 tokens, blocks of 16. The dQ programs of queries 0..47 must
     # never load keys 48..63, and the dK/dV programs of keys 16..63 must never
