@@ -92,10 +92,11 @@ TARGETS = {
 
 # --replay: the tests each function's survivors are run against, by target. The
 # build check compiles the kernels for sm_90 and sm_80 with _default_blocks,
-# _launch_options and _precision (tests/compile_kernels.py, in a subprocess).
-_KERNEL_BUILD = ["tests/test_kernels.py", "-k", "builds or fits"]
+# _launch_options and _precision (tests/compile_kernels.py, in a subprocess) and
+# reads from them whether float32 multiplies exactly and 16-bit on tensor cores.
+_KERNEL_BUILD = ["tests/test_kernels.py", "-k", "builds or fits or exact_products"]
 _KERNEL_FILES = ["tests/test_kernels.py", "tests/test_kernels_contract.py"]
-_KERNEL_RUNS = [*_KERNEL_FILES, "-k", "not builds and not fits"]
+_KERNEL_RUNS = [*_KERNEL_FILES, "-k", "not builds and not fits and not exact_products"]
 REPLAY_TESTS = {
     "kernels": {
         "_default_blocks": _KERNEL_BUILD,
@@ -106,7 +107,7 @@ REPLAY_TESTS = {
             *_KERNEL_FILES,
             "tests/test_flash_backward.py",
             "-k",
-            "not builds and not fits",
+            "not builds and not fits and not exact_products",
         ],
         "_check_inputs_finite": _KERNEL_RUNS,
         "_interpreter_needed": _KERNEL_RUNS,

@@ -166,6 +166,18 @@ def test_empty_sizes_give_zero_gradients():
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     flash_attention(*leaves, causal=True).backward(d_out)
     assert not leaves[1].grad.any() and not leaves[2].grad.any()
+    for sizes in [(0, 2, 2, 5, 5, 8, 4), (1, 2, 2, 5, 5, 8, 0)]:  # no batch; no value feature
+        q, k, v, d_out = make(*sizes)
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        flash_attention(*leaves).backward(d_out)
+        for leaf, tensor in zip(leaves, (q, k, v), strict=True):
+            assert leaf.grad.shape == tensor.shape and not leaf.grad.any(), sizes
+
+
+def test_one_query_with_one_value_feature_gets_its_gradients():
+    # The output has one element: the backward's no-work shortcut must not take it for empty.
+    q, k, v, d_out = make(1, 1, 1, 1, 5, 4, 1, seed=3)
+    assert_grads_match(q, k, v, d_out + 1.0, False)
 
 
 def test_a_float64_default_dtype_changes_neither_the_output_nor_the_gradients():

@@ -730,7 +730,10 @@ def _backward(
     dq = torch.zeros_like(query, memory_format=torch.contiguous_format)
     dk = torch.zeros_like(key, memory_format=torch.contiguous_format)
     dv = torch.zeros_like(value, memory_format=torch.contiguous_format)
-    if min(batch, heads, t_q, t_k) == 0:  # nothing attends: the gradients are 0
+    # The forward's own test: an empty output (no batch, head, query or value
+    # feature) or no key depends on nothing, so every gradient is 0. (With
+    # d_v = 0 and keys present, L is the forward's -inf: the kernels must not run.)
+    if out.numel() == 0 or t_k == 0:
         return dq, dk, dv
     delta = torch.empty((batch, heads, t_q), dtype=torch.float32, device=query.device)
     width = max(_block_width(d_k), _block_width(d_v))
