@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import fnmatch
 import os
 import pathlib
 import re
@@ -190,12 +191,17 @@ def replay_one(target: str, name: str, edit: tuple[str, str, str]) -> str:
     return f"{verdict}: {last}"
 
 
-def replay(target: str, folder: pathlib.Path, workers: int) -> collections.Counter:
-    """Replay every survivor of ``folder`` as a plain edit; print each verdict; count them."""
+def replay(
+    target: str, folder: pathlib.Path, workers: int, patterns: list[str]
+) -> collections.Counter:
+    """Replay the survivors of ``folder`` (those matching ``patterns``, if any) as
+    plain edits; print each verdict; count them."""
     listed = subprocess.run(
         [str(MUTMUT), "results"], cwd=folder, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     names = [line.split(":")[0].strip() for line in listed if line.endswith(": survived")]
+    if patterns:
+        names = [name for name in names if any(fnmatch.fnmatch(name, p) for p in patterns)]
     edits = {name: plain_edit(folder, name) for name in names}
     verdicts: collections.Counter = collections.Counter()
     with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
@@ -247,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = configure(target, args.folder)
         start = time.perf_counter()
         if args.replay:
-            verdicts = replay(target, folder, args.max_children)
+            verdicts = replay(target, folder, args.max_children, args.names)
             print(f"{target}: {sum(verdicts.values())} survivors replayed as plain edits:"
                   f" {dict(verdicts)}; {time.perf_counter() - start:.0f} s")  # fmt: skip
             continue

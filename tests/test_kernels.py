@@ -10,6 +10,7 @@ time.
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -80,7 +81,13 @@ def test_triton_imported_first_without_the_interpreter_is_refused(monkeypatch):
     # What a fresh process that imports triton first, on a CPU, would meet.
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setitem(sys.modules, "triton.language.standard", FakeStandard(object()))
-    with pytest.raises(ImportError, match="triton was imported before selfattention.kernels"):
+    message = (
+        "triton was imported before selfattention.kernels, without TRITON_INTERPRET=1, on a "
+        "machine without a CUDA GPU: its kernels cannot run here. Import "
+        "selfattention.kernels before anything that imports triton (or set "
+        "TRITON_INTERPRET=1 before that), in a fresh Python process"
+    )
+    with pytest.raises(ImportError, match=f"^{re.escape(message)}$"):
         _interpreter_needed()
 
 
@@ -104,6 +111,28 @@ def test_with_a_gpu_the_interpreter_is_chosen_only_by_hand(monkeypatch):
     assert _interpreter_needed() is False
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert _interpreter_needed() is True
+
+
+def test_with_a_gpu_triton_s_spellings_of_on_select_the_interpreter(monkeypatch):
+    # Triton reads TRITON_INTERPRET as on for 1, true, on and yes, in any case.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for value in ("1", "true", "TRUE", "On", "yes", "YES"):
+        monkeypatch.setenv("TRITON_INTERPRET", value)
+        assert _interpreter_needed() is True, value
+    for value in ("0", "false", "off", "no", ""):
+        monkeypatch.setenv("TRITON_INTERPRET", value)
+        assert _interpreter_needed() is False, value
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert _interpreter_needed() is False  # unset: the kernels are compiled
+
+
+def test_without_a_gpu_the_interpreter_is_selected_for_triton(monkeypatch):
+    # Before triton is imported: the choice is written where triton reads it.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delitem(sys.modules, "triton.language.standard", raising=False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert _interpreter_needed() is True
+    assert os.environ["TRITON_INTERPRET"] == "1"
 
 
 @pytest.fixture(scope="module")
