@@ -20,6 +20,14 @@ MUTATIONS = [
         "caught_by": [CHAPTER],
     },
     {
+        "id": "narrow-layer-timed-on-fewer-steps",
+        "claim": "shrinks the width from 64 to 8, which cuts the multiply-adds of h_{t-1} W_h 64-fold, and the time does not even halve",
+        "file": CHAPTER,
+        "old": "x_narrow = torch.randn(lengths[-1], narrow)    # (T, 8)",
+        "new": "x_narrow = torch.randn(lengths[-1] // 16, narrow)    # (T, 8)",
+        "caught_by": [CHAPTER],
+    },
+    {
         "id": "recurrent-keeps-a-copy",
         "claim": "At its peak the recurrent layer holds exactly three arrays of T x d_h numbers",
         "file": CHAPTER,
