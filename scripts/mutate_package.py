@@ -97,19 +97,15 @@ TARGETS = {
 # reads from them whether float32 multiplies exactly and 16-bit on tensor cores.
 _KERNEL_BUILD = ["tests/test_kernels.py", "-k", "builds or fits or exact_products"]
 _KERNEL_FILES = ["tests/test_kernels.py", "tests/test_kernels_contract.py"]
-_KERNEL_RUNS = [*_KERNEL_FILES, "-k", "not builds and not fits and not exact_products"]
+_NOT_THE_BUILD = ["-k", "not builds and not fits and not exact_products"]
+_KERNEL_RUNS = [*_KERNEL_FILES, *_NOT_THE_BUILD]
 REPLAY_TESTS = {
     "kernels": {
         "_default_blocks": _KERNEL_BUILD,
         "_launch_options": _KERNEL_BUILD,
         "_precision": _KERNEL_BUILD,
         "_backward": ["tests/test_flash_backward.py", "tests/test_kernels_contract.py"],
-        "_forward_with_lse": [
-            *_KERNEL_FILES,
-            "tests/test_flash_backward.py",
-            "-k",
-            "not builds and not fits and not exact_products",
-        ],
+        "_forward_with_lse": [*_KERNEL_FILES, "tests/test_flash_backward.py", *_NOT_THE_BUILD],
         "_check_inputs_finite": _KERNEL_RUNS,
         "_interpreter_needed": _KERNEL_RUNS,
     },
@@ -163,8 +159,8 @@ def plain_edit(folder: pathlib.Path, name: str) -> tuple[str, str, str]:
     return path, old, new
 
 
-def replay_one(target: str, name: str, edit: tuple[str, str, str]) -> str:
-    """Make one survivor's change in a scratch src/ and run its tests: the verdict."""
+def replay_one(target: str, name: str, edit: tuple[str, str, str]) -> tuple[str, str]:
+    """Make one survivor's change in a scratch src/ and run its tests: (verdict, detail)."""
     path, old, new = edit
     function = re.search(r"\.x_?(\w+?)__mutmut_\d+$", name.replace("ǁ", "."))
     tests = REPLAY_TESTS.get(target, {}).get(function.group(1) if function else "", None)
@@ -173,7 +169,7 @@ def replay_one(target: str, name: str, edit: tuple[str, str, str]) -> str:
     shutil.copytree(ROOT / "src", scratch / "src")
     source = (scratch / path).read_text()
     if source.count(old) != 1:
-        return f"not applied ({source.count(old)} matches of its hunk)"
+        return "not applied", f"{source.count(old)} matches of its hunk"
     (scratch / path).write_text(source.replace(old, new))
     env = dict(os.environ, PYTHONPATH=str(scratch / "src"), OMP_NUM_THREADS="1")
     # Triton's cache is keyed by each kernel's source and options: safe to share.
@@ -186,9 +182,8 @@ def replay_one(target: str, name: str, edit: tuple[str, str, str]) -> str:
     )  # fmt: skip
     shutil.rmtree(scratch, ignore_errors=True)
     last = next((line for line in reversed(done.stdout.splitlines()) if line.strip()), "")
-    failed = f"error (pytest exit {done.returncode})"
-    verdict = {0: "survived", 1: "caught"}.get(done.returncode, failed)
-    return f"{verdict}: {last}"
+    verdict = {0: "survived", 1: "caught"}.get(done.returncode, f"pytest exit {done.returncode}")
+    return verdict, last
 
 
 def replay(
@@ -207,9 +202,9 @@ def replay(
     with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
         jobs = {name: pool.submit(replay_one, target, name, edits[name]) for name in names}
         for name, job in jobs.items():
-            verdict = job.result()
-            verdicts[verdict.split(":")[0].split(" (")[0]] += 1
-            print(f"{name}: {verdict}", flush=True)
+            verdict, detail = job.result()
+            verdicts[verdict] += 1
+            print(f"{name}: {verdict}: {detail}", flush=True)
     return verdicts
 
 

@@ -46,11 +46,10 @@ SETTLE = """async () => {
 }"""
 
 # Takes the elements matching a selector out of the page, each replaced by an
-# empty comment, until RESTORE puts the last ones taken back (prunes nest).
+# empty comment, until _RESTORE puts the last ones taken back (prunes nest).
 # With a second selector, `keep`, an element that matches it, lies inside one
 # or holds one stays.
-PRUNE = """(argument) => {
-  const [selector, keep] = Array.isArray(argument) ? argument : [argument, null];
+_PRUNE = """([selector, keep]) => {
   const stays = (e) => keep && (e.closest(keep) || e.querySelector(keep));
   const chosen = [...document.querySelectorAll(selector)].filter((e) => !stays(e));
   const pruned = chosen.map((element) => {
@@ -61,7 +60,22 @@ PRUNE = """(argument) => {
   (window.__saPruned = window.__saPruned || []).push(pruned);
   return pruned.length;
 }"""
-RESTORE = "() => window.__saPruned.pop().forEach(([mark, element]) => mark.replaceWith(element))"
+_RESTORE = "() => window.__saPruned.pop().forEach(([mark, element]) => mark.replaceWith(element))"
+#: The formulas and the code: axe-core reads the whole tree whatever its context
+#: excludes, and these are most of a chapter's nodes, so the runs that leave them
+#: out of their context also take them out of the page while they run (every
+#: rule still reaches them in test_site.py's code-and-math sample).
+FORMULAS_AND_CODE = "mjx-container, .highlight"
+
+
+@contextlib.contextmanager
+def pruned(page, selector: str, keep: str | None = None):
+    """Take the elements matching `selector` (those `keep` spares aside) out of the page."""
+    page.evaluate(_PRUNE, [selector, keep])
+    try:
+        yield
+    finally:
+        page.evaluate(_RESTORE)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -25,7 +25,7 @@ import json
 import re
 
 import pytest
-from book_site import PRUNE, RESTORE, ROOT, SETTLE, SITE
+from book_site import FORMULAS_AND_CODE, ROOT, SETTLE, SITE, pruned
 
 try:  # one load per page and viewport for the whole run: test_site.py's visits
     from test_site import phone_visit as site_phone_visit
@@ -235,13 +235,9 @@ def axe(page) -> list[str]:
         page.evaluate(AXE_SCRIPT)
     # preload: axe would fetch every stylesheet itself, and resolve the theme's
     # @import "basic.css" against the site root (a 404); test_site.py does the same.
-    # The page's formulas and code (none inside a figure) are taken out while it
-    # runs: axe reads the whole tree whatever the context, and they are most of it.
-    page.evaluate(PRUNE, "mjx-container, .highlight")
-    try:
+    # The page's formulas and code (none inside a figure) are out meanwhile.
+    with pruned(page, FORMULAS_AND_CODE):
         return page.evaluate(AXE_RUN, {"resultTypes": ["violations"], "preload": False})
-    finally:
-        page.evaluate(RESTORE)
 
 
 def views_of(data: dict) -> list[list[int]]:

@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 
 import pytest
 import yaml
-from book_site import AXE_REPORT, PRUNE, RESTORE, ROOT, SETTLE, SITE
+from book_site import AXE_REPORT, FORMULAS_AND_CODE, ROOT, SETTLE, SITE, pruned
 
 # --- what the site should contain ---------------------------------------------
 
@@ -72,11 +72,6 @@ AXE_LAYOUT_RULES = ["scrollable-region-focusable"]
 # markup under the same stylesheet as the first of each section.
 AXE_COLOUR_RULES = ["color-contrast", "link-in-text-block"]
 AXE_REPEATED_ENTRIES = "dl.py ~ dl.py"
-# What the whole-page run leaves out (AXE_PAGE_CONTEXT) is also taken out of the
-# page while it runs: excluded, the formulas' and the code's nodes still cost
-# axe its reading of the whole tree (a third to a half of each page's run);
-# taken out, nothing. They get every rule in test_accessibility_of_code_and_math.
-AXE_PAGE_PRUNED = "mjx-container, .highlight"
 AXE_PHONE_CHROME = [".bd-header", ".bd-sidebar-primary"]
 
 # Serious/critical axe violations that do not come from the book's own writing
@@ -296,23 +291,19 @@ def all_but_colour() -> dict:
 def axe_desktop(page, colour: bool = True) -> list[dict]:
     """Every rule on the page but its formulas and code (the colour rules only
     if `colour`); on a page of repeated API entries, colour on a sample."""
-    page.evaluate(PRUNE, AXE_PAGE_PRUNED)
-    try:
+    # Excluded from the context (AXE_PAGE_CONTEXT), the formulas and code still
+    # cost axe its reading of them (a third to a half of each page's run); taken
+    # out of the page (book_site.pruned), nothing.
+    with pruned(page, FORMULAS_AND_CODE):
         if not colour:
             return run_axe(page, AXE_PAGE_CONTEXT, **all_but_colour())
         if not page.query_selector(AXE_REPEATED_ENTRIES):
             return run_axe(page, AXE_PAGE_CONTEXT)
         everything_else = run_axe(page, AXE_PAGE_CONTEXT, **all_but_colour())
-        # Excluded from the context, the repeated entries still cost axe its
-        # reading of them (6.5 s of colour rules); taken out of the page, they
-        # cost nothing (3.3 s). Taking out siblings changes no colour the rules read.
-        page.evaluate(PRUNE, AXE_REPEATED_ENTRIES)
-        try:
+        # The same for the repeated API entries: 6.5 s of colour rules excluded,
+        # 3.3 s taken out. Taking out siblings changes no colour the rules read.
+        with pruned(page, AXE_REPEATED_ENTRIES):
             return everything_else + run_axe(page, AXE_PAGE_CONTEXT, **colour_only())
-        finally:
-            page.evaluate(RESTORE)
-    finally:
-        page.evaluate(RESTORE)
 
 
 class _StyleKeys(HTMLParser):
@@ -413,11 +404,8 @@ def axe_layout(page) -> list[dict]:
     rules = {"type": "rule", "values": AXE_LAYOUT_RULES}
     # The formulas and code that do not scroll are taken out meanwhile (axe
     # reads the whole tree); a formula that scrolls, focusable, stays whole.
-    page.evaluate(PRUNE, [AXE_PAGE_PRUNED, "[data-axe-scroll]"])
-    try:
+    with pruned(page, FORMULAS_AND_CODE, keep="[data-axe-scroll]"):
         return run_axe(page, {"include": [["[data-axe-scroll]"]]}, runOnly=rules)
-    finally:
-        page.evaluate(RESTORE)
 
 
 DARK_MAT = """async (on) => {

@@ -660,6 +660,12 @@ def _check_inputs_finite(query: torch.Tensor, key: torch.Tensor, value: torch.Te
         check_finite(tensor, name)
 
 
+def _nothing_to_attend(out: torch.Tensor, t_k: int) -> bool:
+    """Whether the kernels have no work: an empty output (no batch, head, query
+    or value feature) or no key. The forward and the backward both skip them."""
+    return out.numel() == 0 or t_k == 0
+
+
 def _forward_with_lse(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -680,7 +686,7 @@ def _forward_with_lse(
     kv_heads, t_k, d_v = key.shape[1], key.shape[2], value.shape[3]
     out = torch.empty((batch, heads, t_q, d_v), dtype=query.dtype, device=query.device)
     lse = torch.empty((batch, heads, t_q), dtype=torch.float32, device=query.device)
-    if out.numel() == 0 or t_k == 0:  # no key to attend to: rows of zeros
+    if _nothing_to_attend(out, t_k):  # rows of zeros
         return out.zero_(), lse.fill_(-math.inf)
     grid = (triton.cdiv(t_q, block_m), batch * heads)
     width = max(_block_width(d_k), _block_width(d_v))
@@ -730,10 +736,9 @@ def _backward(
     dq = torch.zeros_like(query, memory_format=torch.contiguous_format)
     dk = torch.zeros_like(key, memory_format=torch.contiguous_format)
     dv = torch.zeros_like(value, memory_format=torch.contiguous_format)
-    # The forward's own test: an empty output (no batch, head, query or value
-    # feature) or no key depends on nothing, so every gradient is 0. (With
-    # d_v = 0 and keys present, L is the forward's -inf: the kernels must not run.)
-    if out.numel() == 0 or t_k == 0:
+    # The forward's test: where it ran no kernel, L is its -inf and nothing
+    # depends on the inputs, so every gradient is 0.
+    if _nothing_to_attend(out, t_k):
         return dq, dk, dv
     delta = torch.empty((batch, heads, t_q), dtype=torch.float32, device=query.device)
     width = max(_block_width(d_k), _block_width(d_v))
