@@ -20,6 +20,8 @@ import io
 import sys
 from typing import Any
 
+from .shell import running_shell
+
 #: What the folded result's summary line reads.
 SUMMARY = "Result (click to show)"
 
@@ -55,10 +57,9 @@ def answer_bundle(text: str) -> dict[str, str]:
 
 def _answer(line: str) -> None:
     """Hold back what the rest of this cell prints; display it folded when the cell ends."""
-    from IPython import get_ipython
     from IPython.display import display
 
-    shell = get_ipython()
+    shell = running_shell()
     if line.strip():
         raise ValueError(f"%answer takes no arguments, got {line.strip()!r}")
     printed, stdout = io.StringIO(), sys.stdout
@@ -86,11 +87,7 @@ def register(shell: Any | None = None) -> None:
     >>> register()  # outside IPython: nothing to do
     """
     if shell is None:
-        try:
-            from IPython import get_ipython
-        except ImportError:  # pragma: no cover - IPython comes with the notebook stack
-            return
-        shell = get_ipython()
+        shell = running_shell()
     if shell is None:
         return
     shell.register_magic_function(_answer, magic_kind="line", magic_name="answer")

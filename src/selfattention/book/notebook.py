@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from .shell import running_shell
+
 
 def setup(precision: int = 3) -> None:
     """Round printed arrays and tensors to ``precision`` digits and set the figure style.
@@ -64,11 +66,7 @@ def setup(precision: int = 3) -> None:
 def _retina_figures() -> None:
     """Have the inline backend store figures at 2x pixels with their 1x size as metadata,
     and each figure's smallest font size beside it."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython comes with the notebook stack
-        return
-    shell = get_ipython()
+    shell = running_shell()
     if shell is None:
         return
     from matplotlib.figure import Figure
