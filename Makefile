@@ -46,7 +46,7 @@ book: $(STAMP) ## Build the website into _build/html
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 # The last line gives each phase's wall time, to read against the budgets
-# (DEVELOPERS.md: 300 s in all, 120 s for the browser tests, on two cores).
+# (CONTRIBUTING.md: 300 s in all, 120 s for the browser tests, on two cores).
 test: $(STAMP) ## Run the whole suite (lint, unit, notebooks, strict build, mutation sample, browser)
 	@started=$$(date +%s); took=""; \
 	phase() { local start=$$(date +%s); $(MAKE) --no-print-directory "$$1" || exit 1; \
