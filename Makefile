@@ -34,14 +34,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP) ## Create .venv and install the pinned requirements
 
-# Sphinx rebuilds a page when its source or the configuration changes, but when no
-# page is out of date it stops before copying _static: a changed stylesheet,
-# script, template or build extension would not reach the site. Such a change
-# starts the build from an empty _build.
-SITE_INPUTS := _static _templates _ext
 book: $(STAMP) ## Build the website into _build/html
-	@if [ -f _build/html/index.html ] && [ -n "$$(find $(SITE_INPUTS) -newer _build/html/index.html -print -quit)" ]; then \
-	  echo "$(SITE_INPUTS) changed since the last build: building from an empty _build"; rm -rf _build; fi
 	$(BIN)/jupyter-book build .
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 

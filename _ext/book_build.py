@@ -1,6 +1,6 @@
 """Site-wide build steps of "Attention, Step by Step" (a local Sphinx extension).
 
-Loaded by _config.yml (``sphinx.local_extensions``). Three jobs, each small:
+Loaded by _config.yml (``sphinx.local_extensions``). Four jobs, each small:
 
 1. Punctuation keeps its word. Inline code (an inline block, see book.css)
    and inline math are boxes the browser may break a line after, so a
@@ -19,6 +19,10 @@ Loaded by _config.yml (``sphinx.local_extensions``). Three jobs, each small:
    with at most 256 colours gets an exact palette; a richer one is
    quantised to 256 colours (no dithering), kept only where it is smaller.
    The notebooks and their stored outputs are untouched.
+4. A changed stylesheet reaches the site. Sphinx re-reads a page when its
+   source or the configuration changes; when none is out of date it stops
+   before copying ``_static``. A file of SITE_INPUTS newer than the last
+   build marks every page out of date, whatever builds the site.
 """
 
 from __future__ import annotations
@@ -252,7 +256,30 @@ def build_finished(app, exception) -> None:
     lighten_pngs(outdir)
 
 
+# --- 4. a changed stylesheet reaches the site -------------------------------------
+
+#: What every page is made with besides its source: the stylesheets and scripts,
+#: the templates, and this extension.
+SITE_INPUTS = ("_static", "_templates", "_ext")
+
+
+def pages_outdated_by_site_inputs(app, env, added, changed, removed) -> list[str]:  # noqa: ARG001 - Sphinx's signature
+    """Every page, when a file of SITE_INPUTS is newer than the last build's environment."""
+    last_build = Path(app.doctreedir) / "environment.pickle"
+    if not last_build.is_file():  # a first build reads every page anyway
+        return []
+    built = last_build.stat().st_mtime
+    for folder in SITE_INPUTS:
+        for path in (Path(app.srcdir) / folder).rglob("*"):
+            if "__pycache__" in path.parts or not path.is_file():
+                continue
+            if path.stat().st_mtime > built:
+                return sorted(env.found_docs)
+    return []
+
+
 def setup(app):
     app.add_post_transform(KeepPunctuationWithItsBox)
+    app.connect("env-get-outdated", pages_outdated_by_site_inputs)
     app.connect("build-finished", build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

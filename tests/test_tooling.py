@@ -1,10 +1,9 @@
-"""Maintainer tooling: the GitHub Actions workflow, pre-commit, .ci/run and `make book`.
+"""Maintainer tooling: the GitHub Actions workflow, pre-commit and .ci/run.
 
 actionlint cannot run inside GitHub here, so the workflow is checked with it
 in the unit tests; a deliberately broken copy proves the linter is awake.
 """
 
-import os
 import pathlib
 import shutil
 import subprocess
@@ -93,41 +92,3 @@ def test_pre_commit_config_is_valid_and_local():
 def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / "README.md").read_text()
     assert "make test" in (ROOT / ".ci" / "run").read_text()
-
-
-def test_make_book_rebuilds_from_scratch_when_a_static_file_changes(tmp_path):
-    """Sphinx copies _static only when some page is out of date, so `make book`
-    empties _build itself when a stylesheet, template or extension is newer."""
-    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
-    for name in ("requirements.txt", "pyproject.toml"):
-        (tmp_path / name).write_text("")
-    for folder in ("_static", "_templates", "_ext"):
-        (tmp_path / folder).mkdir()
-    (tmp_path / "_static" / "book.css").write_text("p {}")
-    venv_bin = tmp_path / ".venv" / "bin"
-    venv_bin.mkdir(parents=True)
-    build = "#!/bin/sh\nmkdir -p _build/html && touch _build/html/index.html\n"
-    for name in ("python", "jupyter-book"):  # stand-ins: jupyter-book writes the site
-        (venv_bin / name).write_text(build)
-        (venv_bin / name).chmod(0o755)
-    (tmp_path / ".venv" / ".installed").touch()
-    old = 1_000_000_000  # 2001: older than everything made below
-    for path in [tmp_path / "requirements.txt", tmp_path / "pyproject.toml"]:
-        os.utime(path, (old, old))
-    os.utime(tmp_path / "_static" / "book.css", (old + 10, old + 10))
-
-    def make_book():
-        result = subprocess.run(
-            ["make", "-s", "book"], cwd=tmp_path, capture_output=True, text=True
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-
-    make_book()
-    kept = tmp_path / "_build" / "kept"
-    kept.touch()  # a file only an emptied _build loses
-    make_book()
-    assert kept.exists(), "nothing changed, yet make book emptied _build"
-    later = (tmp_path / "_build" / "html" / "index.html").stat().st_mtime + 10
-    os.utime(tmp_path / "_static" / "book.css", (later, later))
-    make_book()
-    assert not kept.exists(), "book.css changed, but make book kept the old _build"
