@@ -212,8 +212,10 @@ def test_the_package_does_not_import_distributed():
 
 
 def child_processes():
-    """Our live or zombie child processes, from /proc (the resource tracker aside)."""
-    found = []
+    """Our live or zombie processes, from /proc: our children, and the children of
+    multiprocessing's forkserver (spawn's ranks start there), with the resource
+    tracker and the forkserver itself aside (they serve the whole process)."""
+    processes = []
     for entry in pathlib.Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -223,9 +225,26 @@ def child_processes():
         except OSError:
             continue
         fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        if int(fields.get("PPid", "0")) == os.getpid() and "resource_tracker" not in cmdline:
-            found.append((int(entry.name), fields.get("State", "").strip(), cmdline))
-    return found
+        processes.append(
+            (
+                int(entry.name),
+                int(fields.get("PPid", "0")),
+                fields.get("State", "").strip(),
+                cmdline,
+            )
+        )
+    servers = {
+        pid
+        for pid, parent, _, cmdline in processes
+        if parent == os.getpid() and "forkserver" in cmdline
+    }
+    return [
+        (pid, state, cmdline)
+        for pid, parent, state, cmdline in processes
+        if (parent == os.getpid() or parent in servers)
+        and pid not in servers
+        and "resource_tracker" not in cmdline
+    ]
 
 
 def listening_sockets():
