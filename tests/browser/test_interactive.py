@@ -21,6 +21,7 @@ in that visit and the tests assert on it. They check that
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 
@@ -791,11 +792,21 @@ def test_titles_and_labels_read_as_text_and_math(page, tab):
     assert len(facts["notes"]) == len(facts["hosts"]) and not any(facts["notes"]), facts["notes"]
 
 
+def source_constant(path, name: str):
+    """The literal that module `path` assigns to `name`, read from its source: the
+    browser tests import nothing of the package (it would import torch)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == name for target in node.targets
+        ):
+            return ast.literal_eval(node.value)
+    raise LookupError(f"{path.name} assigns no {name}")
+
+
 def test_jupyterlab_shows_one_line_where_the_figure_is(browser):
     """Without the site's stylesheet and script (JupyterLab), the stored output shows
     the same line on every chapter: the live figure is on the website, and its title."""
-    from selfattention.book.interactive import NOTE
-
+    note = source_constant(ROOT / "src/selfattention/book/interactive.py", "NOTE")
     outputs = []  # (notebook, the output's HTML, its text/plain)
     for page in FIGURES:
         notebook = ROOT / page.replace(".html", ".ipynb")
@@ -824,5 +835,5 @@ def test_jupyterlab_shows_one_line_where_the_figure_is(browser):
     for (name, html, plain), seen in zip(outputs, shown, strict=True):
         assert seen["note"] and not seen["host"], f"{name}: {seen}"
         data = json.loads(html.split('<script type="application/json">')[1].split("</script>")[0])
-        assert seen["text"].split() == f"{NOTE} {data['title']}.".split(), seen
+        assert seen["text"].split() == f"{note} {data['title']}.".split(), seen
         assert plain.split() == seen["text"].split(), plain
