@@ -8,6 +8,7 @@ two more small spawns check that a failing and a hanging rank are cleaned up.
 import os
 import pathlib
 import socket
+import sys
 
 import pytest
 import torch
@@ -306,6 +307,17 @@ def test_a_rank_that_raises_is_named_and_every_process_ends(store_ports):
     assert info.value.rank == 1
     assert len(store_ports) == 1
     assert_cleaned_up(store_ports, before)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="spawn off Linux")
+def test_on_linux_the_ranks_fork_from_one_server_that_imported_torch():
+    # Each rank forks from multiprocessing's forkserver (launch._context), which
+    # imported torch once, instead of starting a Python of its own that imports it.
+    parents = spawn(demos.parent_process, 2, timeout=120)
+    server = parents[0]
+    assert parents == [server, server] and server != os.getpid()
+    maps = pathlib.Path(f"/proc/{server}/maps").read_text()
+    assert "libtorch" in maps, "the forkserver has not imported torch"
 
 
 def test_a_hanging_rank_hits_the_timeout_and_every_process_ends(store_ports):

@@ -150,6 +150,16 @@ MUTATIONS = [
         "caught_by": [f"{TESTS}::test_a_hanging_rank_hits_the_timeout_and_every_process_ends"],
     },
     {
+        "id": "spawn-without-forkserver",
+        "claim": "on Linux the ranks fork from a server that imported torch once",
+        "file": "src/selfattention/distributed/launch.py",
+        "old": '    context = multiprocessing.get_context("forkserver")',
+        "new": '    context = multiprocessing.get_context("spawn")',
+        "caught_by": [
+            f"{TESTS}::test_on_linux_the_ranks_fork_from_one_server_that_imported_torch"
+        ],
+    },
+    {
         "id": "spawn-store-kept-alive",
         "claim": "no port is left behind when a rank raises",
         "file": "src/selfattention/distributed/launch.py",

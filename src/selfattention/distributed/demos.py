@@ -8,6 +8,7 @@ something that pickles.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -38,6 +39,11 @@ def sleep_forever(rank: int, world_size: int) -> int:
     """Never return (until ``spawn``'s timeout ends the process)."""
     while True:
         time.sleep(0.05)
+
+
+def parent_process(rank: int, world_size: int) -> int:
+    """The process id of the rank's parent: the forkserver on Linux."""
+    return os.getppid()
 
 
 def make_qkv(

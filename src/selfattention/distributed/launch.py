@@ -15,6 +15,7 @@ import math
 import multiprocessing
 import os
 import pickle
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -42,8 +43,13 @@ class RankError(RuntimeError):
 
 
 def _context() -> multiprocessing.context.BaseContext:
-    """The forkserver, torch imported in it, where the system has one; else spawn."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    """On Linux the forkserver, torch imported in it; elsewhere spawn.
+
+    macOS has a forkserver too, but Python starts processes there with spawn
+    by default (forking after Apple's frameworks have loaded is not safe), so
+    spawn it stays.
+    """
+    if not sys.platform.startswith("linux"):
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     # Read when the server starts (the first call); the server itself is fresh.
@@ -201,14 +207,14 @@ def spawn(
     killed if it lingers) and reaped, and the store is closed, freeing the
     port, before ``spawn`` returns or raises.
 
-    The ranks start from multiprocessing's ``forkserver`` where the system
-    has it (Linux and macOS; Python 3.14's default on Linux): a fresh
-    server process, started on the first call, imports torch once and
-    forks each rank from itself, so a rank starts in milliseconds instead
-    of importing torch again (about 2 s each). It holds no state of the
-    caller's: like a ``spawn``-ed process, a rank imports ``fn`` by name.
-    The server stays, idle, until the caller exits. Elsewhere (Windows)
-    the ranks are ``spawn``-ed.
+    On Linux the ranks start from multiprocessing's ``forkserver`` (Python
+    3.14's default there): a fresh server process, started on the first
+    call, imports torch once and forks each rank from itself, so a rank
+    starts in a fraction of a second instead of importing torch again
+    (about 2 s each). It holds no state of the caller's: like a
+    ``spawn``-ed process, a rank imports ``fn`` by name. The server stays,
+    idle, until the caller exits. Elsewhere (macOS, Windows) the ranks are
+    ``spawn``-ed.
 
     Examples
     --------
