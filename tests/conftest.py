@@ -29,3 +29,15 @@ def float64_and_seed():
     torch.manual_seed(0)
     yield
     torch.set_default_dtype(previous)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the tests of the kernels' compile check first.
+
+    Their module fixture (``compiled`` in test_kernels.py) compiles every kernel
+    for about 20 s of one core. At the front of the list all three go to one
+    xdist worker at its start, so the compile runs once and early. Elsewhere,
+    work stealing can split them over both workers near the end of the run, and
+    each worker compiles for itself while the run waits on the last one.
+    """
+    items.sort(key=lambda item: "compiled" not in getattr(item, "fixturenames", ()))
