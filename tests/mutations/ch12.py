@@ -21,10 +21,23 @@ MUTATIONS = [
     },
     {
         "id": "narrow-layer-timed-on-fewer-steps",
-        "claim": "shrinks the width from 64 to 8, which cuts the multiply-adds of h_{t-1} W_h 64-fold, and the time does not even halve",
+        "claim": "shrinks the width from 64 to 8, which cuts the multiply-adds of h_{t-1} W_h 64-fold, and ... the time falls by less than a factor of four",
         "file": CHAPTER,
         "old": "x_narrow = torch.randn(lengths[-1], narrow)    # (T, 8)",
         "new": "x_narrow = torch.randn(lengths[-1] // 16, narrow)    # (T, 8)",
+        "caught_by": [CHAPTER],
+    },
+    {
+        "id": "recurrent-layer-quadratic",
+        "claim": "Attention's time grows like T^2, the recurrent layer's like T (each fitted slope nearer its own exponent than the other's)",
+        "file": CHAPTER,
+        # Each step does t // 16 more small products, so the layer's time
+        # grows like T^2 (fitted slope 1.7-2.1 here) while its output and
+        # its memory stay as they were: only the timing check can catch it.
+        "old": "        h = torch.tanh(h @ W_h + inputs[t])\n",
+        "new": "        for _ in range(t // 16):\n"
+        "            h @ W_h\n"
+        "        h = torch.tanh(h @ W_h + inputs[t])\n",
         "caught_by": [CHAPTER],
     },
     {
