@@ -149,6 +149,14 @@ def compiled():
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+def test_the_compile_check_is_collected_first(request):
+    # conftest.py sorts the tests that use `compiled` to the front, so that one
+    # xdist worker takes them all at its start and compiles once (about 20 s of
+    # one core), not each worker for itself near the end of the run.
+    uses = ["compiled" in getattr(item, "fixturenames", ()) for item in request.session.items]
+    assert uses[: sum(uses)] == [True] * sum(uses), "a `compiled` test is not at the front"
+
+
 # Shared memory per block (thread block = program) that each GPU allows.
 SHARED_LIMIT = {90: 227 * 1024, 80: 163 * 1024}
 
