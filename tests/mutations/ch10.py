@@ -127,6 +127,14 @@ MUTATIONS = [
         "caught_by": [CHAPTER],
     },
     {
+        "id": "returned-weights-not-the-ones-used",
+        "claim": "MultiHeadAttention(dropout=p) returns the weights it used: the output rebuilt from them is its own",
+        "file": "src/selfattention/layers/attention_torch.py",
+        "old": "        weights = torch.nn.functional.dropout(weights, p=dropout, training=True)\n    return weights @ value, weights",
+        "new": "        return weights @ value, torch.nn.functional.dropout(weights, p=dropout, training=True)\n    return weights @ value, weights",
+        "caught_by": [CHAPTER],
+    },
+    {
         "id": "dropout-in-eval",
         "claim": "dropout on the weights only in training: in eval mode the rows sum to 1",
         "file": "src/selfattention/layers/attention_torch.py",
