@@ -24,6 +24,14 @@ MUTATIONS = [
         "caught_by": [NB, f"{TESTS}::test_fork_and_copy_on_write_leave_the_parent_unchanged"],
     },
     {
+        "id": "copy-on-write-wrong-block",
+        "claim": "B's first append copied A's partly filled block 1 to block 4 (copy-on-write)",
+        "file": CACHE,
+        "old": "cache._copy_block(source, copy)",
+        "new": "cache._copy_block(table[0], copy)",
+        "caught_by": [NB, f"{TESTS}::test_fork_and_copy_on_write_leave_the_parent_unchanged"],
+    },
+    {
         "id": "fork-resets-refcount",
         "claim": "fork shares every block of the parent, with reference counts",
         "file": CACHE,

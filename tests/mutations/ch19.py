@@ -6,7 +6,7 @@ TESTS = "tests/test_distributed.py"
 MUTATIONS = [
     {
         "id": "memory-one-kv-head",
-        "claim": "the keys and values alone take 137 GB ... the sequence does not fit",
+        "claim": "the keys and values alone take 137 GB ... neither the KV cache nor a training step fits",
         "file": NB,
         "old": "model = CacheConfig(num_layers=32, num_kv_heads=8, head_dim=128)",
         "new": "model = CacheConfig(num_layers=32, num_kv_heads=1, head_dim=128)",
@@ -139,6 +139,22 @@ MUTATIONS = [
         "file": NB,
         "old": "W = 450e9                   # NVLink bytes per second, one direction",
         "new": "W = 450e9 / 8               # NVLink bytes per second, one direction",
+        "caught_by": [NB],
+    },
+    {
+        "id": "zigzag-owner-modulo",
+        "claim": "causal zigzag: two small tiles per step, three on the step of the rank's own block",
+        "file": NB,
+        "old": "    return min(chunk, 2 * n - 1 - chunk)",
+        "new": "    return chunk % n",
+        "caught_by": [NB],
+    },
+    {
+        "id": "causal-step-counted-as-full-tile",
+        "claim": "a causal zigzag step computes half a tile, so the hiding bound doubles",
+        "file": NB,
+        "old": "share = min(lightest) / 4       # of a full tile: T_r^2 is 4 small tiles",
+        "new": "share = min(lightest) / 2       # of a full tile: T_r^2 is 4 small tiles",
         "caught_by": [NB],
     },
     {
