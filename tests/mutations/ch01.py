@@ -94,4 +94,12 @@ MUTATIONS = [
         "new": "return vectors.mean(axis=0)                  # (d,)",
         "caught_by": [CHAPTER],
     },
+    {
+        "id": "nudge-leaves-the-score",
+        "claim": "the influence is about twice the share a_0 at T = 32768, because the nudge also moves the first token's score",
+        "file": CHAPTER,
+        "old": "nudge *= eps / np.linalg.norm(nudge)  # ...scaled to length eps",
+        "new": "nudge[0] = 0.0\nnudge *= eps / np.linalg.norm(nudge)  # ...scaled to length eps",
+        "caught_by": [CHAPTER],
+    },
 ]

@@ -11,7 +11,7 @@ BIAS_TEST = "tests/test_torch_modules.py::test_mha_from_torch_maps_random_biases
 MUTATIONS = [
     {
         "id": "split-heads-bare-view",
-        "claim": "Split with view(B, T, h, d_k).transpose(1, 2); a bare view(B, h, T, d_k) runs but its heads hold whole tokens",
+        "claim": "Split with view(B, T, h, d_k).transpose(1, 2); a bare view(B, h, T, d_k) runs but each head holds a run of the token stream",
         "file": ATTENTION,
         "old": "return x.view(batch, length, num_heads, width // num_heads).transpose(1, 2)",
         "new": "return x.view(batch, num_heads, length, width // num_heads)",

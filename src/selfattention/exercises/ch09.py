@@ -61,8 +61,9 @@ def check_split_heads(fn: Callable[[torch.Tensor, int], Any]) -> bool:
 
     The first case holds the numbers ``10 i + l`` (token ``i``, feature
     ``l``), so a failure shows which token and feature landed where. A bare
-    ``x.view(B, h, T, d_k)`` fails it: its heads hold whole tokens, not
-    slices of every token's features.
+    ``x.view(B, h, T, d_k)`` fails it: each of its heads holds a run of the
+    token stream (``T / h`` tokens' worth of numbers, which can end in the
+    middle of a token), not a slice of every token's features.
     """
     generator = torch.Generator().manual_seed(9)
     cases = [
