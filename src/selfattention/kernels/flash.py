@@ -604,9 +604,10 @@ def _block_width(d: int) -> int:
 def _default_blocks(d_k: int, d_v: int, dtype: torch.dtype) -> tuple[int, int]:
     """``(block_m, block_n)`` chosen by the padded width and the dtype.
 
-    ``(128, 64)`` up to a padded width of 128 (d <= 128), which fits the
-    shared memory of an A100 (163 KB) and an H100 (227 KB) in every dtype,
-    forward and backward; wider heads halve the blocks, which
+    ``(128, 64)`` up to a padded width of 64; up to 128, ``(64, 64)`` in
+    float32 and ``(128, 64)`` in 16 bits; wider, ``(32, 32)`` in float32 and
+    ``(64, 32)`` in 16 bits. Each fits the shared memory of an A100
+    (163 KB) and an H100 (227 KB), forward and backward, which
     ``tests/test_kernels.py`` checks against each GPU's limit from the
     compiled kernels' metadata.
     """
