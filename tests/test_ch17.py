@@ -35,6 +35,16 @@ def forgets_lse(dv, k, q, do, lse, scale):
 
 
 @triton.jit
+def local_softmax(dv, k, q, do, lse, scale):
+    # Normalises over this block's keys and ignores L: right only where the
+    # block holds every key of its queries.
+    s_t = tl.dot(k, tl.trans(q), input_precision="ieee") * scale  # (b_k, b_q)
+    p_t = tl.exp(s_t - tl.max(s_t, 0)[None, :])
+    p_t = p_t / tl.sum(p_t, 0)[None, :]
+    return dv + tl.dot(p_t, do, input_precision="ieee")
+
+
+@triton.jit
 def overwrites(dv, k, q, do, lse, scale):
     p_t = tl.exp(tl.dot(k, tl.trans(q), input_precision="ieee") * scale - lse[None, :])
     return tl.dot(p_t, do, input_precision="ieee")
@@ -48,10 +58,12 @@ def no_scale(dv, k, q, do, lse, scale):
 
 def test_dv_update_checker(capsys):
     assert check_dv_update(right) is True
-    assert capsys.readouterr().out.startswith("✓ check_dv_update: all 4 cases pass")
+    assert capsys.readouterr().out.startswith("✓ check_dv_update: all 5 cases pass")
     assert check_dv_update(forgets_lse) is False
     assert "case 1 (b_q = b_k = 16" in capsys.readouterr().out
+    assert check_dv_update(local_softmax) is False
+    assert "case 2 (the block is one of three" in capsys.readouterr().out
     assert check_dv_update(overwrites) is False
-    assert "case 4 (a non-zero dv" in capsys.readouterr().out
+    assert "case 5 (a non-zero dv" in capsys.readouterr().out
     assert check_dv_update(no_scale) is False
     assert "case 1" in capsys.readouterr().out

@@ -95,8 +95,34 @@ MUTATIONS = [
         "old": "for r in range(g * GROUP, g * GROUP + GROUP):  # the query heads of group g",
         "new": "for r in range(g * GROUP, g * GROUP + 1):  # the query heads of group g",
         "caught_by": [
-            f"{BT}::test_gqa_key_and_value_gradients_sum_over_the_heads_that_share_them"
+            f"{BT}::test_gqa_key_and_value_gradients_sum_over_the_heads_that_share_them",
+            NB,
         ],
+    },
+    {
+        "id": "backward-dkdv-no-unmasked-loop",
+        "claim": "the dK/dV program of keys 0-15 runs both of its loops: the masked one over the query block at the diagonal, then the unmasked one",
+        "file": K,
+        "old": "        for start_m in range(start_full, T_q, BLOCK_M):",
+        "new": "        for start_m in range(start_full, start_full, BLOCK_M):",
+        "caught_by": [NB, f"{BT}::test_gradients_match_float64_sdpa"],
+    },
+    {
+        "id": "backward-non-causal-masked",
+        "claim": "the package's backward, without the causal mask and with it, equals autograd",
+        "file": K,
+        "old": "        start = 0\n        start_full = 0",
+        "new": "        start = 0\n        start_full = T_q",
+        "caught_by": [NB, f"{BT}::test_gradients_match_float64_sdpa"],
+    },
+    {
+        "id": "backward-default-scale",
+        "claim": "flash_attention is differentiable with any scale",
+        "file": K,
+        "old": "t_q, t_k, scale, scale * _LOG2E,",
+        "new": "t_q, t_k, d_k**-0.5, d_k**-0.5 * _LOG2E,",
+        "count": 2,
+        "caught_by": [NB, f"{BT}::test_default_blocks_and_custom_scale"],
     },
     {
         "id": "backward-dkdv-no-causal-mask",
@@ -247,6 +273,14 @@ MUTATIONS = [
         "caught_by": [NB],
     },
     {
+        "id": "memory-panel-at-d-16",
+        "claim": "the memory each keeps for the backward, measured with saved_bytes at d = 64",
+        "file": NB,
+        "old": "    head = [torch.randn(1, 1, T, d, device=DEVICE, requires_grad=True)",
+        "new": "    head = [torch.randn(1, 1, T, 16, device=DEVICE, requires_grad=True)",
+        "caught_by": [NB],
+    },
+    {
         "id": "training-different-start",
         "claim": "a decoder trained through the kernel tracks the same decoder trained with SDPA",
         "file": NB,
@@ -269,6 +303,22 @@ MUTATIONS = [
         "old": 'return dv + tl.dot(p_t, do, input_precision="ieee")',
         "new": 'return tl.dot(p_t, do, input_precision="ieee")',
         "caught_by": [NB],
+    },
+    {
+        "id": "exercise1-solution-local-softmax",
+        "claim": "the checker rejects a softmax over the block's own keys in place of L",
+        "file": NB,
+        "old": "p_t = tl.exp(s_t - lse[None, :])                  # P^T rebuilt from L",
+        "new": "p_t = tl.exp(s_t) / tl.sum(tl.exp(s_t), 0)[None, :]  # P^T rebuilt from L",
+        "caught_by": [NB],
+    },
+    {
+        "id": "exercise1-checker-lse-over-the-block",
+        "claim": "the checker rejects a softmax over the block's own keys in place of L",
+        "file": "src/selfattention/exercises/ch17.py",
+        "old": "lse = torch.logsumexp(scale * q @ torch.cat([k, elsewhere]).T, dim=-1)",
+        "new": "lse = torch.logsumexp(scale * q @ k.T, dim=-1)",
+        "caught_by": ["tests/test_ch17.py::test_dv_update_checker"],
     },
     {
         "id": "exercise2-weights-in-half-precision",

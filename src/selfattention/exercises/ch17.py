@@ -66,27 +66,40 @@ def reference_dv_update(
     return (dv.double() + p_t @ do.double()).float()
 
 
-def _cases() -> list[tuple[str, int, int, int, float, int]]:
-    # name, b_q, b_k, d, scale, seed
+def _cases() -> list[tuple[str, int, int, int, float, int, bool]]:
+    # name, b_q, b_k, d, scale, others (keys besides the block that L counts),
+    # whether dv starts non-zero
     return [
-        ("b_q = b_k = 16, d = 16, scale 0.25", 16, 16, 16, 0.25, 0),
-        ("b_q = 32 queries, b_k = 16 keys (P^T is b_k x b_q)", 32, 16, 16, 0.25, 1),
-        ("b_q = 16, b_k = 32, d = 32, scale 0.1", 16, 32, 32, 0.1, 2),
-        ("a non-zero dv to add to", 16, 16, 16, 0.5, 3),
-    ]
+        (
+            "b_q = b_k = 16, d = 16, scale 0.25 (these are all the keys)",
+            16, 16, 16, 0.25, 0, False,
+        ),
+        (
+            "the block is one of three: L counts 32 more keys, so a softmax over "
+            "the block alone is wrong",
+            16, 16, 16, 0.25, 32, False,
+        ),
+        ("b_q = 32 queries, b_k = 16 keys (P^T is b_k x b_q)", 32, 16, 16, 0.25, 16, False),
+        ("b_q = 16, b_k = 32, d = 32, scale 0.1", 16, 32, 32, 0.1, 32, False),
+        ("a non-zero dv to add to", 16, 16, 16, 0.5, 16, True),
+    ]  # fmt: skip
 
 
-def _inputs(b_q: int, b_k: int, d: int, scale: float, seed: int) -> tuple[torch.Tensor, ...]:
+def _inputs(
+    b_q: int, b_k: int, d: int, scale: float, others: int, accumulate: bool, seed: int
+) -> tuple[torch.Tensor, ...]:
     from ..kernels import DEVICE
 
     generator = torch.Generator().manual_seed(seed)
     k = torch.randn(b_k, d, generator=generator)
     q = torch.randn(b_q, d, generator=generator)
     do = torch.randn(b_q, d, generator=generator)
-    dv = torch.randn(b_k, d, generator=generator) if seed == 3 else torch.zeros(b_k, d)
-    # L of each query row over these keys (as if they were all its keys),
-    # so the rebuilt weights of a row sum to 1.
-    lse = torch.logsumexp(scale * q @ k.T, dim=-1)  # (b_q,)
+    dv = torch.randn(b_k, d, generator=generator) if accumulate else torch.zeros(b_k, d)
+    # L of each query row over all its keys: this block and `others` more from
+    # other blocks, so that the block's weights of a row sum to less than 1
+    # (to exactly 1 only where others = 0).
+    elsewhere = torch.randn(others, d, generator=generator)
+    lse = torch.logsumexp(scale * q @ torch.cat([k, elsewhere]).T, dim=-1)  # (b_q,)
     return tuple(t.contiguous().to(DEVICE) for t in (dv, k, q, do, lse))
 
 
@@ -99,7 +112,9 @@ def check_dv_update(fn: Callable[..., Any]) -> bool:
     ``dv + P^T dO`` ``(b_k, d)``, where ``P^T = exp(scale * k q^T - lse)``
     (``tl.exp`` or ``tl.math.exp2`` with ``log2(e)``; ``tl.trans`` and
     ``tl.dot``). The cases cover equal and unequal blocks (a transposition
-    mistake changes the shape), two scales and a ``dv`` that is not zero.
+    mistake changes the shape), two scales, a ``dv`` that is not zero, and
+    an ``lse`` over more keys than the block's, as in the kernel, where a
+    query sees many key blocks (a softmax over the block alone fails there).
 
     Examples
     --------
@@ -113,21 +128,23 @@ def check_dv_update(fn: Callable[..., Any]) -> bool:
     ...                  - lse[None, :])
     ...     return dv + tl.dot(p_t, do, input_precision="ieee")
     >>> check_dv_update(dv_update)  # doctest: +ELLIPSIS
-    ✓ check_dv_update: all 4 cases pass
+    ✓ check_dv_update: all 5 cases pass
     True
     """
     harness = _harness()
 
+    settings = {name: (*rest, seed) for seed, (name, *rest) in enumerate(_cases())}
+
     def launched(name: str) -> torch.Tensor:
-        b_q, b_k, d, scale, seed = next(c[1:] for c in _cases() if c[0] == name)
-        dv, k, q, do, lse = _inputs(b_q, b_k, d, scale, seed)
+        b_q, b_k, d, scale, *_ = settings[name]
+        dv, k, q, do, lse = _inputs(*settings[name])
         out = torch.empty_like(dv)
         harness[(1,)](dv, k, q, do, lse, out, scale, BLOCK_M=b_q, BLOCK_N=b_k, D=d, FN=fn)
         return out.cpu()
 
     def expected(name: str) -> torch.Tensor:
-        b_q, b_k, d, scale, seed = next(c[1:] for c in _cases() if c[0] == name)
-        return reference_dv_update(*_inputs(b_q, b_k, d, scale, seed), scale).cpu()
+        scale = settings[name][3]
+        return reference_dv_update(*_inputs(*settings[name]), scale).cpu()
 
-    cases = [Case(name, (name,)) for name, *_ in _cases()]
+    cases = [Case(name, (name,)) for name in settings]
     return run_checks("check_dv_update", launched, expected, cases, atol=1e-4, rtol=1e-4)
