@@ -145,8 +145,8 @@ MUTATIONS = [
         "id": "zigzag-owner-modulo",
         "claim": "causal zigzag: two small tiles per step, three on the step of the rank's own block",
         "file": NB,
-        "old": "    return min(chunk, 2 * n - 1 - chunk)",
-        "new": "    return chunk % n",
+        "old": 'for chunk in rank_chunks(n, rank, "zigzag")}',
+        "new": "for chunk in (rank, rank + n)}",
         "caught_by": [NB],
     },
     {
